@@ -1,0 +1,122 @@
+//! Reading a ModelOrchestra strictly: YAML or JSON in, a typed resource out, or an error
+//! that names the field. Unknown fields are errors (a typo must not be silently ignored),
+//! except under `readerConfig` and `gateway.config`, which keep unknown keys by design.
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::api::{ModelOrchestra, GROUP, KIND, VERSION};
+use crate::error::InputError;
+
+/// Parses one ModelOrchestra document (YAML, of which JSON is a subset).
+pub fn parse_model_orchestra(text: &str) -> Result<ModelOrchestra, InputError> {
+    let value: Value = serde_yaml::from_str(text)
+        .map_err(|e| InputError::new("(document)", format!("not valid YAML: {e}")))?;
+    from_value(&value)
+}
+
+/// Checks `apiVersion`/`kind` and deserialises strictly.
+pub fn from_value(value: &Value) -> Result<ModelOrchestra, InputError> {
+    let Some(obj) = value.as_object() else {
+        return Err(InputError::new("(document)", "expected a ModelOrchestra object"));
+    };
+    let expected_api = format!("{GROUP}/{VERSION}");
+    match obj.get("apiVersion").and_then(Value::as_str) {
+        Some(v) if v == expected_api => {}
+        other => {
+            return Err(InputError::new(
+                "apiVersion",
+                format!("expected `{expected_api}`, found {}", describe(other)),
+            ))
+        }
+    }
+    match obj.get("kind").and_then(Value::as_str) {
+        Some(KIND) => {}
+        other => return Err(InputError::new("kind", format!("expected `{KIND}`, found {}", describe(other)))),
+    }
+    // The derived root type handles apiVersion/kind itself, so metadata and spec are read
+    // strictly one by one (status is the operator's and is not checked).
+    let metadata = strict_from_value(obj.get("metadata").unwrap_or(&Value::Null)).map_err(|e| e.prefixed("metadata"))?;
+    let spec = match obj.get("spec") {
+        None | Some(Value::Null) => Default::default(),
+        Some(spec) => {
+            let parsed = strict_from_value(spec).map_err(|e| e.prefixed("spec"))?;
+            check_bounds(&spec_schema()["properties"]["spec"], spec, "spec")?;
+            parsed
+        }
+    };
+    if let Some(key) = obj.keys().find(|k| !["apiVersion", "kind", "metadata", "spec", "status"].contains(&k.as_str())) {
+        return Err(InputError::new(key.as_str(), "unknown field; a ModelOrchestra has apiVersion, kind, metadata and spec"));
+    }
+    let mut mo = ModelOrchestra::new("", spec);
+    mo.metadata = metadata;
+    Ok(mo)
+}
+
+fn describe(found: Option<&str>) -> String {
+    found.map_or_else(|| "nothing".to_string(), |s| format!("`{s}`"))
+}
+
+/// Deserialises `value` as `T`; an unknown field or a type error becomes an [`InputError`]
+/// naming the field's path.
+pub fn strict_from_value<T: DeserializeOwned>(value: &Value) -> Result<T, InputError> {
+    let mut unknown: Option<String> = None;
+    let mut on_unknown = |path: serde_ignored::Path<'_>| {
+        // serde_ignored writes `?` for each Option it passes through; users see none.
+        unknown.get_or_insert_with(|| path.to_string().split('.').filter(|s| *s != "?").collect::<Vec<_>>().join("."));
+    };
+    let ignored = serde_ignored::Deserializer::new(value, &mut on_unknown);
+    let parsed = serde_path_to_error::deserialize(ignored);
+    match parsed {
+        Err(e) => {
+            let path = e.path().to_string();
+            let field = if path == "." { String::new() } else { path };
+            Err(InputError::new(field, e.into_inner().to_string()))
+        }
+        Ok(v) => match unknown {
+            Some(path) => Err(InputError::new(path, "unknown field; check its spelling against the values reference")),
+            None => Ok(v),
+        },
+    }
+}
+
+/// The CRD's OpenAPI schema of the whole resource, computed once.
+fn spec_schema() -> &'static Value {
+    static SCHEMA: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+    SCHEMA.get_or_init(|| {
+        let crd = serde_json::to_value(crate::crd::crd()).expect("the CRD serialises");
+        crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone()
+    })
+}
+
+/// Checks the numeric bounds (`minimum`/`maximum`) the CRD schema declares, which the typed
+/// parse cannot express, so that offline rendering rejects what the API server would.
+fn check_bounds(schema: &Value, value: &Value, path: &str) -> Result<(), InputError> {
+    if let Some(n) = value.as_f64() {
+        if let Some(min) = schema.get("minimum").and_then(Value::as_f64).filter(|min| n < *min) {
+            return Err(InputError::new(path, format!("{n} is less than the minimum {min}")));
+        }
+        if let Some(max) = schema.get("maximum").and_then(Value::as_f64).filter(|max| n > *max) {
+            return Err(InputError::new(path, format!("{n} is greater than the maximum {max}")));
+        }
+    }
+    match value {
+        Value::Object(map) => {
+            for (k, v) in map {
+                let sub = schema.get("properties").and_then(|p| p.get(k)).or_else(|| schema.get("additionalProperties"));
+                if let Some(sub) = sub {
+                    check_bounds(sub, v, &format!("{path}.{k}"))?;
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(sub) = schema.get("items") {
+                for (i, v) in items.iter().enumerate() {
+                    check_bounds(sub, v, &format!("{path}[{i}]"))?;
+                }
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}

@@ -1,0 +1,24 @@
+//! model-orchestra: turns a `ModelOrchestra` custom resource into Kubernetes objects by
+//! rendering a vendored chart with Handlebars.
+//!
+//! Data flows one way: CR ([`api`]) → values ([`chart::values`]) → rendered, checked objects
+//! ([`chart`], [`kinds`]) → (in the operator) an apply plan → the API server.
+
+pub mod api;
+pub mod chart;
+pub mod crd;
+pub mod error;
+pub mod input;
+pub mod kinds;
+
+use api::ModelOrchestra;
+use chart::{Chart, RenderedObject};
+use error::RenderError;
+
+/// Renders the objects for `mo`; its namespace, else `default_namespace`, is the release
+/// namespace.
+pub fn render(chart: &Chart, mo: &ModelOrchestra, default_namespace: &str) -> Result<Vec<RenderedObject>, RenderError> {
+    let name = mo.metadata.name.as_deref().unwrap_or_default();
+    let namespace = mo.metadata.namespace.as_deref().unwrap_or(default_namespace);
+    chart.render(name, namespace, &mo.spec)
+}

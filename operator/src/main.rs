@@ -1,0 +1,72 @@
+//! `model-orchestra-operator`: print the CRD, render a ModelOrchestra offline, or (later)
+//! run the controller.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use model_orchestra::chart::{to_yaml_stream, Chart};
+
+#[derive(Parser)]
+#[command(name = "model-orchestra-operator", version, about = "Deploys ModelOrchestra LLM inference stacks")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print the ModelOrchestra CustomResourceDefinition as YAML.
+    Crd,
+    /// Print the JSON Schema of the chart's values (charts/model-orchestra/values.schema.json).
+    ValuesSchema,
+    /// Render a ModelOrchestra offline, like `helm template`: the exact objects the operator applies.
+    Render {
+        /// The ModelOrchestra manifest (YAML or JSON); `-` reads standard input.
+        #[arg(short = 'f', long = "filename", value_name = "FILE")]
+        file: String,
+        /// Namespace when the manifest sets none.
+        #[arg(short = 'n', long, env = "MODEL_ORCHESTRA_NAMESPACE", default_value = "default")]
+        namespace: String,
+        /// Render this chart directory instead of the embedded chart.
+        #[arg(long, env = "MODEL_ORCHESTRA_CHART", value_name = "DIR")]
+        chart: Option<PathBuf>,
+    },
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Crd => print!("{}", model_orchestra::crd::crd_yaml()),
+        Command::ValuesSchema => print!("{}", model_orchestra::crd::values_schema_json()),
+        Command::Render { file, namespace, chart } => {
+            let text = if file == "-" {
+                let mut s = String::new();
+                std::io::stdin().read_to_string(&mut s).context("reading standard input")?;
+                s
+            } else {
+                std::fs::read_to_string(&file).with_context(|| format!("reading {file}"))?
+            };
+            let source = if file == "-" { "<stdin>" } else { file.as_str() };
+            let chart = match chart {
+                Some(dir) => Chart::from_dir(&dir),
+                None => Chart::embedded(),
+            }?;
+            let mo = model_orchestra::input::parse_model_orchestra(&text).with_context(|| format!("{source}: invalid ModelOrchestra"))?;
+            let objects = model_orchestra::render(&chart, &mo, &namespace).with_context(|| format!("{source}: cannot render"))?;
+            print!("{}", to_yaml_stream(&objects));
+        }
+    }
+    Ok(())
+}

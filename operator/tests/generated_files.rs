@@ -1,0 +1,101 @@
+//! Checked-in generated files are up to date, and the CRD schema is structural (what a
+//! real API server requires of a v1 CRD).
+
+use model_orchestra::crd;
+use serde_json::Value;
+
+fn repo_file(path: &str) -> String {
+    let full = format!("{}/../{path}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{full}: {e}"))
+}
+
+#[test]
+fn checked_in_crd_is_up_to_date() {
+    assert!(
+        repo_file("config/crd/models.titanml.co_modelorchestras.yaml") == crd::crd_yaml(),
+        "config/crd is stale: run `make generate`"
+    );
+}
+
+#[test]
+fn checked_in_values_schema_is_up_to_date() {
+    assert!(
+        repo_file("charts/model-orchestra/values.schema.json") == crd::values_schema_json(),
+        "values.schema.json is stale: run `make generate`"
+    );
+}
+
+#[test]
+fn crd_names_group_version_short_name_and_printer_columns() {
+    let crd = serde_json::to_value(crd::crd()).unwrap();
+    assert_eq!(crd["metadata"]["name"], "modelorchestras.models.titanml.co");
+    assert_eq!(crd["spec"]["scope"], "Namespaced");
+    assert_eq!(crd["spec"]["names"]["shortNames"], serde_json::json!(["mo"]));
+    let version = &crd["spec"]["versions"][0];
+    assert_eq!(version["name"], "v1alpha1");
+    assert_eq!(version["subresources"]["status"], serde_json::json!({}));
+    let columns: Vec<&str> = version["additionalPrinterColumns"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(columns, ["Ready", "Applications", "Age"]);
+}
+
+/// The rules of a structural schema (Kubernetes "Specifying a structural schema"): every
+/// node has a type unless int-or-string or preserve-unknown-fields; no `$ref`,
+/// `definitions`; `additionalProperties` and `properties` never together; logical
+/// junctors carry no types or defaults; no spec-wide preserve-unknown-fields.
+fn check_structural(node: &Value, path: &str, errors: &mut Vec<String>) {
+    let Some(map) = node.as_object() else { return };
+    for forbidden in ["$ref", "definitions", "$schema", "patternProperties", "dependencies", "additionalItems"] {
+        if map.contains_key(forbidden) {
+            errors.push(format!("{path}: has `{forbidden}`"));
+        }
+    }
+    let int_or_string = map.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true));
+    let preserve = map.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
+    if !map.contains_key("type") && !int_or_string && !preserve {
+        errors.push(format!("{path}: no type"));
+    }
+    if map.contains_key("properties") && map.contains_key("additionalProperties") {
+        errors.push(format!("{path}: both properties and additionalProperties"));
+    }
+    for junctor in ["anyOf", "oneOf", "allOf", "not"] {
+        if let Some(j) = map.get(junctor) {
+            let text = j.to_string();
+            if text.contains("\"type\"") || text.contains("\"default\"") || text.contains("\"description\"") {
+                errors.push(format!("{path}: {junctor} specifies type/default/description"));
+            }
+        }
+    }
+    if let Some(Value::Object(props)) = map.get("properties") {
+        for (k, v) in props {
+            check_structural(v, &format!("{path}.{k}"), errors);
+        }
+    }
+    if let Some(v @ Value::Object(_)) = map.get("additionalProperties") {
+        check_structural(v, &format!("{path}.*"), errors);
+    }
+    if let Some(v) = map.get("items") {
+        check_structural(v, &format!("{path}[]"), errors);
+    }
+}
+
+#[test]
+fn crd_schema_is_structural() {
+    let crd = serde_json::to_value(crd::crd()).unwrap();
+    let schema = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+    let mut errors = Vec::new();
+    check_structural(schema, "", &mut errors);
+    assert!(errors.is_empty(), "not structural:\n{}", errors.join("\n"));
+    let spec = &schema["properties"]["spec"];
+    assert!(spec.get("x-kubernetes-preserve-unknown-fields").is_none(), "spec must not preserve unknown fields");
+}
+
+#[test]
+fn crd_validates_device_and_counts() {
+    let crd = serde_json::to_value(crd::crd()).unwrap();
+    let app = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["applications"]["additionalProperties"];
+    let device = &app["properties"]["readerConfig"]["properties"]["device"];
+    let allowed: Vec<&str> = device["enum"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert_eq!(allowed, ["cpu", "cuda"]);
+    assert_eq!(app["properties"]["replicaCount"]["minimum"], 0.0);
+    assert_eq!(app["properties"]["readerConfig"]["x-kubernetes-preserve-unknown-fields"], true);
+}

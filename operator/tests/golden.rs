@@ -1,0 +1,59 @@
+//! Golden files: the full rendered output of the sample and of a maximal CR (every field
+//! set). Regenerate after an intended change with `UPDATE_GOLDEN=1 cargo test --test golden`
+//! and review the diff.
+
+mod common;
+
+use common::*;
+use model_orchestra::chart::to_yaml_stream;
+
+fn check_golden(name: &str, yaml: &str) {
+    let rendered = to_yaml_stream(&render(yaml));
+    let path = format!("{}/tests/golden/{name}", env!("CARGO_MANIFEST_DIR"));
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, &rendered).unwrap();
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(rendered == want, "{path} differs from the render; run UPDATE_GOLDEN=1 cargo test --test golden and review the diff");
+}
+
+#[test]
+fn sample_matches_golden() {
+    check_golden("sample.yaml", &sample());
+}
+
+#[test]
+fn maximal_cr_matches_golden() {
+    check_golden("maximal.yaml", &data("maximal.yaml"));
+}
+
+#[test]
+fn rendering_is_byte_stable() {
+    let yaml = data("maximal.yaml");
+    let first = to_yaml_stream(&render(&yaml));
+    for _ in 0..5 {
+        assert_eq!(to_yaml_stream(&render(&yaml)), first);
+    }
+}
+
+#[test]
+fn the_yaml_stream_parses_back_to_the_same_objects() {
+    let objects = render(&data("maximal.yaml"));
+    let text = to_yaml_stream(&objects);
+    let parsed: Vec<serde_json::Value> = text
+        .split("---\n")
+        .filter(|d| !d.trim().is_empty())
+        .map(|d| serde_yaml::from_str(d).unwrap())
+        .collect();
+    let originals: Vec<serde_json::Value> = objects.into_iter().map(|o| o.object).collect();
+    assert_eq!(parsed, originals);
+}
+
+#[test]
+fn a_chart_directory_renders_like_the_embedded_chart() {
+    let dir = format!("{}/../charts/model-orchestra", env!("CARGO_MANIFEST_DIR"));
+    let from_dir = model_orchestra::chart::Chart::from_dir(std::path::Path::new(&dir)).unwrap();
+    let mo = model_orchestra::input::parse_model_orchestra(&data("maximal.yaml")).unwrap();
+    let a = model_orchestra::render(&from_dir, &mo, "default").unwrap();
+    assert_eq!(a, render(&data("maximal.yaml")));
+}

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs what the test suite needs that cargo does not build, into target/tools/ (and,
+# for Debian packages, the system). Idempotent: a second run is a quick no-op.
+#   - kubernetes-validate (PyPI): the real Kubernetes OpenAPI schemas, offline.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+tools="$root/target/tools"
+mkdir -p "$tools/bin"
+
+KUBERNETES_VALIDATE_VERSION=1.37.0
+venv="$tools/venv"
+if ! "$venv/bin/kubernetes-validate" --version 2>/dev/null | grep -q "$KUBERNETES_VALIDATE_VERSION"; then
+  echo "install-test-deps: kubernetes-validate $KUBERNETES_VALIDATE_VERSION" >&2
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION"
+fi
+ln -sf "$venv/bin/kubernetes-validate" "$tools/bin/kubernetes-validate"

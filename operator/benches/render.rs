@@ -1,1 +1,42 @@
-fn main() {}
+//! Render benchmarks: `make bench` (or `cargo bench -p model-orchestra-operator --bench render`).
+//!
+//! - `render/sample`: the sample CR, in process, to checked objects (what the operator does);
+//! - `render/apps_50`: a 50-application CR (target: ≤ 2 ms);
+//! - `render/apps_50_yaml`: the same plus the YAML stream `render` prints;
+//! - `parse/sample`: strict parsing of the sample CR.
+//! The whole `render` process is measured with hyperfine, see the README.
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use model_orchestra::chart::{to_yaml_stream, Chart};
+use model_orchestra::input::parse_model_orchestra;
+
+fn many_apps(n: usize) -> String {
+    let mut yaml = String::from("apiVersion: models.titanml.co/v1alpha1\nkind: ModelOrchestra\nmetadata:\n  name: bench\nspec:\n  applications:\n");
+    for i in 0..n {
+        yaml.push_str(&format!(
+            "    app-{i}:\n      nodeSelector: {{nvidia.com/gpu.product: NVIDIA-A100}}\n      env: [{{name: INDEX, value: '{i}'}}]\n      readerConfig: {{modelName: model-{i}, device: cuda, maxBatchSize: 16}}\n"
+        ));
+    }
+    yaml
+}
+
+fn benches(c: &mut Criterion) {
+    let chart = Chart::embedded().unwrap();
+    let sample_text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../config/samples/modelorchestra.yaml")).unwrap();
+    let sample = parse_model_orchestra(&sample_text).unwrap();
+    let fifty = parse_model_orchestra(&many_apps(50)).unwrap();
+
+    c.bench_function("parse/sample", |b| b.iter(|| parse_model_orchestra(&sample_text).unwrap()));
+    c.bench_function("render/sample", |b| b.iter(|| model_orchestra::render(&chart, &sample, "default").unwrap()));
+    c.bench_function("render/apps_50", |b| b.iter(|| model_orchestra::render(&chart, &fifty, "default").unwrap()));
+    c.bench_function("render/apps_50_yaml", |b| {
+        b.iter(|| to_yaml_stream(&model_orchestra::render(&chart, &fifty, "default").unwrap()))
+    });
+}
+
+criterion_group! {
+    name = render;
+    config = Criterion::default().sample_size(50).warm_up_time(std::time::Duration::from_secs(1)).measurement_time(std::time::Duration::from_secs(3));
+    targets = benches
+}
+criterion_main!(render);

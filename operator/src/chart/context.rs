@@ -31,6 +31,9 @@ const REQUIRED_APP_ENV: [(&str, &str); 2] = [("TAKEOFF_ADD_READER_ID_SUFFIX", "t
 struct Component {
     /// Name of every object of this component (and of its container).
     name: String,
+    /// What the `metadata` partial prints (a small object, because Handlebars clones a
+    /// partial's context).
+    meta: Value,
     /// The application's key in `spec.applications`; absent for the gateway.
     #[serde(skip_serializing_if = "Option::is_none")]
     app: Option<String>,
@@ -58,8 +61,13 @@ pub(super) fn build(chart: &Chart, release: &str, namespace: &str, spec: &ModelO
     let mut values = chart.defaults.clone();
     let spec_json = serde_json::to_value(spec).map_err(|e| RenderError::chart("values", e))?;
     deep_merge(&mut values, &spec_json);
+    // Everything but the applications, typed (each application is typed on its own below).
+    let mut globals = Map::new();
+    for (k, v) in values.as_object().into_iter().flatten().filter(|(k, _)| *k != "applications") {
+        globals.insert(k.clone(), v.clone());
+    }
     let merged: ModelOrchestraSpec =
-        serde_json::from_value(values.clone()).map_err(|e| RenderError::chart("values.yaml", e))?;
+        serde_json::from_value(Value::Object(globals)).map_err(|e| RenderError::chart("values.yaml", e))?;
 
     let meta = &chart.metadata;
     let name_override = merged.name_override.as_deref().unwrap_or_default();
@@ -76,7 +84,7 @@ pub(super) fn build(chart: &Chart, release: &str, namespace: &str, spec: &ModelO
         ("helm.sh/chart".to_string(), format!("{}-{}", meta.name, meta.version).replace('+', "_")),
     ]);
 
-    let sa = merged.service_account.clone().unwrap_or_default();
+    let sa = merged.service_account.unwrap_or_default();
     let sa_name = match (sa.create.unwrap_or(true), sa.name.as_deref().unwrap_or_default()) {
         (_, name) if !name.is_empty() => name.to_string(),
         (true, _) => fullname.clone(),
@@ -88,7 +96,7 @@ pub(super) fn build(chart: &Chart, release: &str, namespace: &str, spec: &ModelO
     check_annotations(sa.annotations.as_ref(), "spec.serviceAccount.annotations")?;
 
     let gateway_values = values.get("gateway").cloned().unwrap_or(Value::Null);
-    let gw = merged.gateway.clone().unwrap_or_default();
+    let gw = merged.gateway.unwrap_or_default();
     let gateway_name = format!("{fullname}-gateway");
     check_generated(&gateway_name, if merged.fullname_override.as_deref().unwrap_or_default().is_empty() { "metadata.name" } else { "spec.fullnameOverride" })?;
     let internal_port = gw.config.as_ref().and_then(|c| c.internal_port).unwrap_or(3005);
@@ -117,21 +125,23 @@ pub(super) fn build(chart: &Chart, release: &str, namespace: &str, spec: &ModelO
         applications.push(application_component(&ctx, &app, app_values, &own_env, &template_env, &common, &meta.app_version)?);
     }
 
-    let mut components = vec![serde_json::to_value(&gateway).map_err(|e| RenderError::chart("values", e))?];
+    let gateway = serde_json::to_value(&gateway).map_err(|e| RenderError::chart("values", e))?;
+    let mut components = Vec::with_capacity(applications.len() + 1);
+    components.push(gateway.clone());
     for app in &applications {
         components.push(serde_json::to_value(app).map_err(|e| RenderError::chart("values", e))?);
     }
-    Ok(json!({
-        "Release": {"Name": release, "Namespace": namespace, "Service": MANAGED_BY},
-        "Chart": {"Name": meta.name, "Version": meta.version, "AppVersion": meta.app_version},
-        "Values": values,
-        "fullname": fullname,
-        "labels": common,
-        "serviceAccountName": sa_name,
-        "gateway": components[0],
-        "applications": &components[1..],
-        "components": components,
-    }))
+    // Built by move: `json!` would serialise (deep-copy) every interpolated value.
+    let mut ctx = Map::new();
+    ctx.insert("Release".into(), json!({"Name": release, "Namespace": namespace, "Service": MANAGED_BY}));
+    ctx.insert("Chart".into(), json!({"Name": meta.name, "Version": meta.version, "AppVersion": meta.app_version}));
+    ctx.insert("Values".into(), values);
+    ctx.insert("fullname".into(), Value::String(fullname));
+    ctx.insert("labels".into(), Value::Object(common.into_iter().map(|(k, v)| (k, Value::String(v))).collect()));
+    ctx.insert("serviceAccountName".into(), Value::String(sa_name));
+    ctx.insert("gateway".into(), gateway);
+    ctx.insert("components".into(), Value::Array(components));
+    Ok(Value::Object(ctx))
 }
 
 fn check_release(release: &str, namespace: &str) -> Result<(), InputError> {
@@ -224,7 +234,7 @@ fn snake_keys(map: Option<&Value>) -> Map<String, Value> {
 
 fn config_yaml(server_config: Map<String, Value>, readers: Map<String, Value>) -> String {
     let doc = json!({"model-orchestra": {"server_config": server_config, "readers_config": readers}});
-    serde_yaml::to_string(&doc).expect("a JSON value always serialises to YAML")
+    super::config_yaml::to_yaml(&doc)
 }
 
 /// Ingress rules with the defaults a valid `networking.k8s.io/v1` Ingress needs: a path
@@ -285,6 +295,7 @@ fn gateway_component(gw: &Gateway, mut values: Value, name: &str, common: &BTree
     let ingress = ingress(&values, name, &service_ports, field)?;
     strip_computed(&mut values);
     Ok(Component {
+        meta: json!({"name": name, "labels": labels}),
         name: name.to_string(),
         app: None,
         labels,
@@ -402,6 +413,7 @@ fn application_component(
     strip_computed(&mut values);
 
     Ok(Component {
+        meta: json!({"name": name, "labels": labels}),
         replicas: if scaler.is_some() { None } else { Some(app.replica_count.unwrap_or(1)) },
         name,
         app: Some(ctx.key.to_string()),

@@ -3,6 +3,7 @@
 //!
 //! Loading compiles every template once; a [`Chart`] is then reused for every render.
 
+mod config_yaml;
 mod context;
 mod names;
 mod render;

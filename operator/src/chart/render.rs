@@ -42,12 +42,13 @@ fn json_helper(h: &Helper, _: &Handlebars, _: &Context, _: &mut RenderContext, o
 impl Chart {
     /// Renders the objects for a ModelOrchestra named `release` in `namespace`.
     pub fn render(&self, release: &str, namespace: &str, spec: &ModelOrchestraSpec) -> Result<Vec<RenderedObject>, RenderError> {
-        let ctx = context::build(self, release, namespace, spec)?;
+        // Wrapped once: `Handlebars::render` would re-serialise the context per template.
+        let ctx = Context::from(context::build(self, release, namespace, spec)?);
         let mut objects = Vec::new();
         let mut seen = HashSet::new();
         for template in &self.templates {
             let file = format!("templates/{template}");
-            let text = self.registry.render(template, &ctx).map_err(|e| RenderError::chart(&file, e))?;
+            let text = self.registry.render_with_context(template, &ctx).map_err(|e| RenderError::chart(&file, e))?;
             for doc in serde_json::Deserializer::from_str(&text).into_iter::<Value>() {
                 let doc = doc.map_err(|e| RenderError::chart(&file, format!("output is not valid JSON: {e}: {}", excerpt(&text, &e))))?;
                 let object = check_object(doc, namespace).map_err(|m| RenderError::chart(&file, m))?;

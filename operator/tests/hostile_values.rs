@@ -1,0 +1,158 @@
+//! No YAML injection: arbitrary strings in every free-text field of a CR never change the
+//! set of rendered objects or the shape of their fields, and reach the output as the same
+//! data. 10,000 cases by default (`PROPTEST_CASES` overrides).
+
+mod common;
+
+use common::*;
+use model_orchestra::chart::{to_yaml_stream, RenderedObject};
+use model_orchestra::kinds::Kind;
+use proptest::prelude::*;
+use serde_json::Value;
+
+/// A CR where every `X` string is replaced by a generated one, in field order below.
+const TEMPLATE: &str = r#"
+apiVersion: models.titanml.co/v1alpha1
+kind: ModelOrchestra
+metadata: {name: hostile, namespace: ns}
+spec:
+  imagePullSecrets: [{name: X}]
+  serviceAccount: {annotations: {note: X}}
+  gateway:
+    image: {repository: X, tag: X}
+    env: [{name: X, value: X}]
+    podAnnotations: {note: X}
+    config: {banner: X}
+    ingress: {enabled: true, annotations: {note: X}, hosts: [{host: X, paths: [{path: X}]}], tls: [{hosts: [X], secretName: X}]}
+    exportPrometheusMetrics: true
+  applicationTemplate:
+    env: [{name: SHARED, value: X}]
+    volumeMounts: [{name: data, mountPath: X, subPath: X}]
+    volumes: [{name: data, emptyDir: {}}]
+  applications:
+    chat:
+      env: [{name: OWN, value: X}]
+      podAnnotations: {note: X}
+      livenessProbe: {httpGet: {path: X, port: 3001}}
+      nodeSelector: {pool: X}
+      readerConfig:
+        modelName: X
+        device: cuda
+        accessToken: X
+        logLevel: X
+        quantType: X
+        loras: X
+        constrainedDecodingBackend: X
+        cudaVisibleDevices: X
+        futureOption: X
+      scaling: {enabled: true, annotations: {note: X}}
+"#;
+
+fn slots() -> usize {
+    TEMPLATE.matches(": X").count() + TEMPLATE.matches("[X]").count()
+}
+
+/// The CR with the generated strings in place of the `X`s (inserted as data, via serde).
+fn cr_with(strings: &[String]) -> Value {
+    let mut cr: Value = serde_yaml::from_str(TEMPLATE).unwrap();
+    let mut next = strings.iter();
+    fill(&mut cr, &mut next);
+    assert!(next.next().is_none(), "every generated string is used");
+    cr
+}
+
+fn fill<'a>(v: &mut Value, next: &mut impl Iterator<Item = &'a String>) {
+    match v {
+        Value::String(s) if s == "X" => *s = next.next().expect("enough strings").clone(),
+        Value::Object(m) => m.values_mut().for_each(|v| fill(v, next)),
+        Value::Array(a) => a.iter_mut().for_each(|v| fill(v, next)),
+        _ => {}
+    }
+}
+
+/// The structure without the string contents: keys, list lengths and value types.
+fn shape(v: &Value) -> Value {
+    match v {
+        Value::String(_) => Value::String(String::new()),
+        Value::Object(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), shape(v))).collect()),
+        Value::Array(a) => Value::Array(a.iter().map(shape).collect()),
+        other => other.clone(),
+    }
+}
+
+fn render_value(cr: &Value) -> Vec<RenderedObject> {
+    let mo = model_orchestra::input::from_value(cr).unwrap_or_else(|e| panic!("rejected: {e}"));
+    model_orchestra::render(chart(), &mo, "default").unwrap_or_else(|e| panic!("render failed: {e}"))
+}
+
+/// Shapes of the render with benign strings, computed once.
+fn baseline_shapes() -> &'static Vec<(Kind, String, Value)> {
+    static BASELINE: std::sync::OnceLock<Vec<(Kind, String, Value)>> = std::sync::OnceLock::new();
+    BASELINE.get_or_init(|| shapes(&render_value(&cr_with(&vec!["x".to_string(); slots()]))))
+}
+
+fn shapes(objects: &[RenderedObject]) -> Vec<(Kind, String, Value)> {
+    objects.iter().map(|o| (o.kind, o.name.clone(), shape(&o.object))).collect()
+}
+
+/// Fragments that break naive YAML templating.
+const HOSTILE: &[&str] = &[
+    "\n", "\r\n", "---", "...", "{{", "}}", "{{{", ": ", "#", "\"", "'", "\\", "&anchor ", "*anchor", "!!binary ",
+    "!tag ", "<<: ", "- ", "? ", "|", ">-", "%YAML 1.1", "[", "]", "{", "}", ",", "\t", "null", "~", "true", "0x10",
+    "1e3", "@", "`", "\u{0}", "\u{7f}", "\u{85}", "\u{2028}", "\u{2029}", "\u{feff}", "é", "日本", "🚀", "\u{1F600}",
+    "apiVersion: v1\nkind: Secret", "}, \"kind\": \"Secret\"", "\"\n---\nkind: Secret\n",
+];
+
+fn hostile_string() -> impl Strategy<Value = String> {
+    let pieces = prop::collection::vec(prop::sample::select(HOSTILE), 1..8).prop_map(|p| p.concat());
+    let big = prop::sample::select(HOSTILE).prop_map(|p| p.repeat(100 * 1024 / p.len().max(1) + 1));
+    // About one case in twenty carries a 100 KB string somewhere.
+    prop_oneof![
+        600 => pieces,
+        300 => "\\PC{1,40}",
+        98 => any::<String>().prop_filter("non-empty", |s| !s.is_empty()),
+        2 => big,
+    ]
+}
+
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(10_000)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(), failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn hostile_strings_never_change_objects_or_shapes(strings in prop::collection::vec(hostile_string(), slots())) {
+        let objects = render_value(&cr_with(&strings));
+        prop_assert_eq!(&shapes(&objects), baseline_shapes());
+
+        // The value arrives as the same data: in the pod env, and in the reader's config.yaml.
+        let d = &objects.iter().find(|o| o.kind == Kind::Deployment && o.name.ends_with("-chat")).unwrap().object;
+        let own = container(d)["env"].as_array().unwrap().iter().find(|e| e["name"] == "OWN").unwrap();
+        let cr = cr_with(&strings);
+        prop_assert_eq!(&own["value"], &cr["spec"]["applications"]["chat"]["env"][0]["value"]);
+        let cm = &objects.iter().find(|o| o.kind == Kind::ConfigMap && o.name.ends_with("-chat")).unwrap().object;
+        let config: Value = serde_yaml::from_str(cm["data"]["config.yaml"].as_str().unwrap()).unwrap();
+        prop_assert_eq!(
+            &config["model-orchestra"]["readers_config"]["chat"]["model_name"],
+            &cr["spec"]["applications"]["chat"]["readerConfig"]["modelName"]
+        );
+
+        // And the printed YAML stream reads back as exactly these objects.
+        let text = to_yaml_stream(&objects);
+        let reparsed: Vec<Value> = serde_yaml::Deserializer::from_str(&text).map(|d| serde::Deserialize::deserialize(d).unwrap()).collect();
+        let originals: Vec<Value> = objects.iter().map(|o| o.object.clone()).collect();
+        prop_assert_eq!(reparsed, originals);
+    }
+}
+
+#[test]
+fn every_template_slot_is_a_string_field() {
+    // Guards the fixture: the X count equals the generated strings, and the benign render
+    // has all kinds the chart can render, so every template is exercised.
+    let objects = render_value(&cr_with(&vec!["x".to_string(); slots()]));
+    for kind in Kind::ALL {
+        assert!(objects.iter().any(|o| o.kind == kind), "{kind:?} not rendered");
+    }
+}

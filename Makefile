@@ -27,10 +27,11 @@ render:
 crd:
 	$(CARGO) run --quiet --bin model-orchestra-operator -- crd
 
-## generate: rewrite the checked-in generated files (CRD, values.schema.json)
+## generate: rewrite the checked-in generated files (CRD, values.schema.json, ClusterRole)
 generate: build
 	$(OPERATOR) crd > config/crd/models.titanml.co_modelorchestras.yaml
 	$(OPERATOR) values-schema > charts/model-orchestra/values.schema.json
+	$(OPERATOR) rbac > config/rbac/role.yaml
 
 ## bench: render benchmarks (criterion)
 bench:

@@ -10,6 +10,8 @@ pub mod crd;
 pub mod error;
 pub mod input;
 pub mod kinds;
+pub mod manifests;
+pub mod reconcile;
 
 use api::ModelOrchestra;
 use chart::{Chart, RenderedObject};

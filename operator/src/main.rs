@@ -20,6 +20,11 @@ struct Cli {
 enum Command {
     /// Print the ModelOrchestra CustomResourceDefinition as YAML.
     Crd,
+    /// Print the operator's ClusterRole (derived from the kinds the chart renders).
+    Rbac {
+        #[arg(long, default_value = "model-orchestra-operator")]
+        name: String,
+    },
     /// Print the JSON Schema of the chart's values (charts/model-orchestra/values.schema.json).
     ValuesSchema,
     /// Render a ModelOrchestra offline, like `helm template`: the exact objects the operator applies.
@@ -49,6 +54,7 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Crd => print!("{}", model_orchestra::crd::crd_yaml()),
+        Command::Rbac { name } => print!("{}", model_orchestra::manifests::rbac::cluster_role_yaml(&name)),
         Command::ValuesSchema => print!("{}", model_orchestra::crd::values_schema_json()),
         Command::Render { file, namespace, chart } => {
             let text = if file == "-" {

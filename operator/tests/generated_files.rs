@@ -26,6 +26,14 @@ fn checked_in_values_schema_is_up_to_date() {
 }
 
 #[test]
+fn checked_in_cluster_role_is_up_to_date() {
+    assert!(
+        repo_file("config/rbac/role.yaml") == model_orchestra::manifests::rbac::cluster_role_yaml("model-orchestra-operator"),
+        "config/rbac/role.yaml is stale: run `make generate`"
+    );
+}
+
+#[test]
 fn crd_names_group_version_short_name_and_printer_columns() {
     let crd = serde_json::to_value(crd::crd()).unwrap();
     assert_eq!(crd["metadata"]["name"], "modelorchestras.models.titanml.co");

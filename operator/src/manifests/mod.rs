@@ -1,0 +1,4 @@
+//! Deployment manifests of the operator itself, generated from code so that each has one
+//! source of truth.
+
+pub mod rbac;

@@ -1,0 +1,180 @@
+//! The apply plan: rendered objects made ready for server-side apply, and the rule that
+//! decides what may be pruned. Pure functions, so the whole decision is testable without an
+//! API server.
+//!
+//! Every applied object gets an ownerReference with `controller: true` to its CR (so the
+//! garbage collector removes children when the CR goes) and two identity labels. Pruning
+//! deletes only objects that carry **both** our identity labels **and** a controller
+//! ownerReference to this CR's UID, and that this render no longer produced.
+
+use std::collections::BTreeSet;
+
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+use crate::api::{GROUP, KIND, VERSION};
+use crate::chart::RenderedObject;
+use crate::kinds::Kind;
+
+/// Label naming the ModelOrchestra an object belongs to.
+pub const OWNER_NAME_LABEL: &str = "models.titanml.co/modelorchestra";
+/// `app.kubernetes.io/managed-by`, set by the chart to [`MANAGED_BY`].
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+pub use crate::chart::MANAGED_BY;
+/// The field manager of every apply.
+pub const FIELD_MANAGER: &str = "model-orchestra-operator";
+
+/// The CR an apply plan belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    pub name: String,
+    pub namespace: String,
+    pub uid: String,
+}
+
+/// The objects to apply, in apply order, and a hash of all of them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApplyPlan {
+    pub objects: Vec<PlannedObject>,
+    /// SHA-256 over the canonical JSON of every object: equal hashes mean nothing to apply.
+    pub hash: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedObject {
+    pub kind: Kind,
+    pub name: String,
+    /// The full apply body (apiVersion, kind, metadata with labels and ownerReference).
+    pub body: Value,
+}
+
+impl ApplyPlan {
+    /// The (kind, name) pairs this plan keeps; everything else of ours may be pruned.
+    pub fn keeps(&self) -> BTreeSet<(Kind, String)> {
+        self.objects.iter().map(|o| (o.kind, o.name.clone())).collect()
+    }
+}
+
+/// Turns rendered objects into apply bodies owned by `owner`.
+pub fn plan(owner: &Owner, rendered: Vec<RenderedObject>) -> ApplyPlan {
+    let owner_ref = json!({
+        "apiVersion": format!("{GROUP}/{VERSION}"),
+        "kind": KIND,
+        "name": owner.name,
+        "uid": owner.uid,
+        "controller": true,
+        "blockOwnerDeletion": true,
+    });
+    let mut hasher = Sha256::new();
+    let objects = rendered
+        .into_iter()
+        .map(|r| {
+            let mut body = r.object;
+            let meta = body["metadata"].as_object_mut().expect("rendered objects have metadata");
+            meta.insert("ownerReferences".into(), json!([owner_ref]));
+            let labels = meta.entry("labels").or_insert_with(|| json!({}));
+            labels[OWNER_NAME_LABEL] = json!(owner.name);
+            hasher.update(serde_json::to_vec(&body).expect("JSON serialises"));
+            hasher.update(b"\n");
+            PlannedObject { kind: r.kind, name: r.name, body }
+        })
+        .collect();
+    let hash = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    ApplyPlan { objects, hash }
+}
+
+/// The facts about an existing object that pruning looks at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Existing {
+    pub kind: Kind,
+    pub name: String,
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// UIDs of ownerReferences that have `controller: true`.
+    pub controller_uids: Vec<String>,
+}
+
+/// Existing objects to delete: ours (identity labels and controller ownerReference to this
+/// CR), of a kind the chart renders, and not in the plan. Anything else is never touched.
+pub fn prune<'a>(owner: &Owner, plan: &ApplyPlan, existing: &'a [Existing]) -> Vec<&'a Existing> {
+    let keep = plan.keeps();
+    existing
+        .iter()
+        .filter(|e| e.labels.get(OWNER_NAME_LABEL) == Some(&owner.name))
+        .filter(|e| e.labels.get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY))
+        .filter(|e| e.controller_uids.iter().any(|u| *u == owner.uid))
+        .filter(|e| !keep.contains(&(e.kind, e.name.clone())))
+        .collect()
+}
+
+/// The label selector that lists this CR's children.
+pub fn children_selector(owner: &Owner) -> String {
+    format!("{OWNER_NAME_LABEL}={},{MANAGED_BY_LABEL}={MANAGED_BY}", owner.name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn owner() -> Owner {
+        Owner { name: "demo".into(), namespace: "ns".into(), uid: "uid-1".into() }
+    }
+
+    fn rendered(kind: Kind, name: &str) -> RenderedObject {
+        RenderedObject {
+            kind,
+            name: name.into(),
+            object: json!({"apiVersion": kind.api_version(), "kind": kind.kind(), "metadata": {"name": name, "labels": {}}}),
+        }
+    }
+
+    fn existing(kind: Kind, name: &str, owner_label: Option<&str>, uid: Option<&str>) -> Existing {
+        let mut labels = BTreeMap::from([(MANAGED_BY_LABEL.to_string(), MANAGED_BY.to_string())]);
+        if let Some(o) = owner_label {
+            labels.insert(OWNER_NAME_LABEL.into(), o.into());
+        }
+        Existing { kind, name: name.into(), labels, controller_uids: uid.into_iter().map(String::from).collect() }
+    }
+
+    #[test]
+    fn every_planned_object_is_owned_by_the_cr_as_controller_and_labelled() {
+        let p = plan(&owner(), vec![rendered(Kind::ConfigMap, "a")]);
+        let meta = &p.objects[0].body["metadata"];
+        assert_eq!(meta["ownerReferences"][0]["uid"], "uid-1");
+        assert_eq!(meta["ownerReferences"][0]["controller"], true);
+        assert_eq!(meta["ownerReferences"][0]["kind"], "ModelOrchestra");
+        assert_eq!(meta["labels"][OWNER_NAME_LABEL], "demo");
+    }
+
+    #[test]
+    fn the_hash_changes_with_any_object_and_only_then() {
+        let a = plan(&owner(), vec![rendered(Kind::ConfigMap, "a")]);
+        let same = plan(&owner(), vec![rendered(Kind::ConfigMap, "a")]);
+        let other = plan(&owner(), vec![rendered(Kind::ConfigMap, "b")]);
+        assert_eq!(a.hash, same.hash);
+        assert_ne!(a.hash, other.hash);
+    }
+
+    #[test]
+    fn prune_deletes_only_our_objects_that_are_no_longer_rendered() {
+        let p = plan(&owner(), vec![rendered(Kind::ConfigMap, "kept")]);
+        let objects = [
+            existing(Kind::ConfigMap, "kept", Some("demo"), Some("uid-1")),
+            existing(Kind::ConfigMap, "gone", Some("demo"), Some("uid-1")),
+            existing(Kind::ConfigMap, "no-label", None, Some("uid-1")),
+            existing(Kind::ConfigMap, "other-cr", Some("other"), Some("uid-2")),
+            existing(Kind::ConfigMap, "label-but-not-owned", Some("demo"), None),
+            existing(Kind::ConfigMap, "owned-by-older-cr-with-same-name", Some("demo"), Some("uid-0")),
+        ];
+        let pruned: Vec<&str> = prune(&owner(), &p, &objects).iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(pruned, ["gone"]);
+    }
+
+    #[test]
+    fn prune_never_touches_objects_managed_by_someone_else() {
+        let p = plan(&owner(), vec![]);
+        let mut foreign = existing(Kind::Service, "s", Some("demo"), Some("uid-1"));
+        foreign.labels.insert(MANAGED_BY_LABEL.into(), "Helm".into());
+        assert!(prune(&owner(), &p, &[foreign]).is_empty());
+    }
+}

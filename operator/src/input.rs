@@ -41,7 +41,7 @@ pub fn from_value(value: &Value) -> Result<ModelOrchestra, InputError> {
         None | Some(Value::Null) => Default::default(),
         Some(spec) => {
             let parsed = strict_from_value(spec).map_err(|e| e.prefixed("spec"))?;
-            check_bounds(&spec_schema()["properties"]["spec"], spec, "spec")?;
+            check_spec_bounds(spec)?;
             parsed
         }
     };
@@ -80,18 +80,33 @@ pub fn strict_from_value<T: DeserializeOwned>(value: &Value) -> Result<T, InputE
     }
 }
 
-/// The CRD's OpenAPI schema of the whole resource, computed once.
-fn spec_schema() -> &'static Value {
+/// The JSON Schema of the values (`values.schema.json`), computed once. Generated from the
+/// same types as the CRD, and ~20x cheaper to build than the CRD.
+fn values_schema() -> &'static Value {
     static SCHEMA: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
-    SCHEMA.get_or_init(|| {
-        let crd = serde_json::to_value(crate::crd::crd()).expect("the CRD serialises");
-        crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone()
-    })
+    SCHEMA.get_or_init(crate::crd::values_schema)
 }
 
-/// Checks the numeric bounds (`minimum`/`maximum`) the CRD schema declares, which the typed
+/// Checks the numeric bounds (`minimum`/`maximum`) the schema declares, which the typed
 /// parse cannot express, so that offline rendering rejects what the API server would.
-fn check_bounds(schema: &Value, value: &Value, path: &str) -> Result<(), InputError> {
+fn check_spec_bounds(spec: &Value) -> Result<(), InputError> {
+    let root = values_schema();
+    check_bounds(root, root, spec, "spec")
+}
+
+fn check_bounds(root: &Value, schema: &Value, value: &Value, path: &str) -> Result<(), InputError> {
+    if let Some(target) = schema.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix("#/")) {
+        let resolved = target.split('/').try_fold(root, |node, part| node.get(part));
+        return match resolved {
+            Some(sub) => check_bounds(root, sub, value, path),
+            None => Ok(()),
+        };
+    }
+    for alternatives in ["anyOf", "oneOf", "allOf"] {
+        for sub in schema.get(alternatives).and_then(Value::as_array).into_iter().flatten() {
+            check_bounds(root, sub, value, path)?;
+        }
+    }
     if let Some(n) = value.as_f64() {
         if let Some(min) = schema.get("minimum").and_then(Value::as_f64).filter(|min| n < *min) {
             return Err(InputError::new(path, format!("{n} is less than the minimum {min}")));
@@ -103,16 +118,19 @@ fn check_bounds(schema: &Value, value: &Value, path: &str) -> Result<(), InputEr
     match value {
         Value::Object(map) => {
             for (k, v) in map {
-                let sub = schema.get("properties").and_then(|p| p.get(k)).or_else(|| schema.get("additionalProperties"));
+                let sub = schema
+                    .get("properties")
+                    .and_then(|p| p.get(k))
+                    .or_else(|| schema.get("additionalProperties").filter(|a| a.is_object()));
                 if let Some(sub) = sub {
-                    check_bounds(sub, v, &format!("{path}.{k}"))?;
+                    check_bounds(root, sub, v, &format!("{path}.{k}"))?;
                 }
             }
         }
         Value::Array(items) => {
-            if let Some(sub) = schema.get("items") {
+            if let Some(sub) = schema.get("items").filter(|i| i.is_object()) {
                 for (i, v) in items.iter().enumerate() {
-                    check_bounds(sub, v, &format!("{path}[{i}]"))?;
+                    check_bounds(root, sub, v, &format!("{path}[{i}]"))?;
                 }
             }
         }

@@ -82,3 +82,16 @@ fn an_invalid_pod_label_value_is_rejected() {
     let (field, _) = input_error(&cr("applications:\n  chat:\n    podLabels: {team: \"has space\"}\n"));
     assert_eq!(field, "spec.applications.chat.podLabels.team");
 }
+
+#[test]
+fn a_count_below_its_minimum_inside_a_nested_type_is_rejected() {
+    let (field, message) = input_error(&cr("applications:\n  chat:\n    readerConfig: {tensorParallel: 0}\n"));
+    assert_eq!(field, "spec.applications.chat.readerConfig.tensorParallel");
+    assert!(message.contains("minimum"), "{message}");
+}
+
+#[test]
+fn a_port_above_its_maximum_is_rejected() {
+    let (field, _) = input_error(&cr("gateway:\n  config: {internalPort: 70000}\n"));
+    assert_eq!(field, "spec.gateway.config.internalPort");
+}

@@ -111,16 +111,8 @@ impl Kind {
 }
 
 /// Deserialises `obj` as `T`, failing on the first unknown field as well as on type errors.
-pub(crate) fn strict<T: DeserializeOwned>(obj: &Value) -> Result<(), String> {
-    let mut unknown = None;
-    let result: Result<T, _> = serde_ignored::deserialize(obj, |path| {
-        unknown.get_or_insert_with(|| path.to_string());
-    });
-    match (result, unknown) {
-        (Err(e), _) => Err(e.to_string()),
-        (Ok(_), Some(path)) => Err(format!("unknown field `{path}`")),
-        (Ok(_), None) => Ok(()),
-    }
+fn strict<T: DeserializeOwned>(obj: &Value) -> Result<(), String> {
+    crate::input::strict_from_value::<T>(obj).map(drop).map_err(|e| e.to_string())
 }
 
 /// KEDA `keda.sh/v1alpha1` ScaledObject: the fields this chart renders or copies in.

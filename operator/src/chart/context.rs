@@ -37,7 +37,6 @@ struct Component {
     /// The application's key in `spec.applications`; absent for the gateway.
     #[serde(skip_serializing_if = "Option::is_none")]
     app: Option<String>,
-    labels: BTreeMap<String, String>,
     selector_labels: BTreeMap<String, String>,
     pod_labels: BTreeMap<String, String>,
     pod_annotations: BTreeMap<String, String>,
@@ -298,7 +297,6 @@ fn gateway_component(gw: &Gateway, mut values: Value, name: &str, common: &BTree
         meta: json!({"name": name, "labels": labels}),
         name: name.to_string(),
         app: None,
-        labels,
         selector_labels,
         pod_labels,
         pod_annotations,
@@ -417,7 +415,6 @@ fn application_component(
         replicas: if scaler.is_some() { None } else { Some(app.replica_count.unwrap_or(1)) },
         name,
         app: Some(ctx.key.to_string()),
-        labels,
         selector_labels,
         pod_labels,
         pod_annotations,

@@ -18,7 +18,9 @@ use super::Chart;
 use crate::api::{Application, Device, Gateway, ModelOrchestraSpec};
 use crate::error::{InputError, RenderError};
 
-/// Value of `app.kubernetes.io/managed-by` (Helm's `.Release.Service`).
+/// The label naming who manages an object; the operator prunes only objects carrying it.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+/// Value of [`MANAGED_BY_LABEL`] (Helm's `.Release.Service`).
 pub const MANAGED_BY: &str = "model-orchestra-operator";
 /// Pod-template annotation holding the checksum of the pod's configuration.
 pub const CONFIG_CHECKSUM_ANNOTATION: &str = "checksum/config";
@@ -79,7 +81,7 @@ pub(super) fn build(chart: &Chart, release: &str, namespace: &str, spec: &ModelO
         ("app.kubernetes.io/name".to_string(), chart_name.to_string()),
         ("app.kubernetes.io/instance".to_string(), release.to_string()),
         ("app.kubernetes.io/version".to_string(), meta.app_version.clone()),
-        ("app.kubernetes.io/managed-by".to_string(), MANAGED_BY.to_string()),
+        (MANAGED_BY_LABEL.to_string(), MANAGED_BY.to_string()),
         ("helm.sh/chart".to_string(), format!("{}-{}", meta.name, meta.version).replace('+', "_")),
     ]);
 

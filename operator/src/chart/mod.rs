@@ -19,7 +19,7 @@ use serde_json::Value;
 use crate::api::ModelOrchestraSpec;
 use crate::error::RenderError;
 
-pub use context::MANAGED_BY;
+pub use context::{MANAGED_BY, MANAGED_BY_LABEL};
 pub use render::{to_yaml_stream, RenderedObject};
 
 static EMBEDDED: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/../charts/model-orchestra");

@@ -18,9 +18,8 @@ use crate::kinds::Kind;
 
 /// Label naming the ModelOrchestra an object belongs to.
 pub const OWNER_NAME_LABEL: &str = "models.titanml.co/modelorchestra";
-/// `app.kubernetes.io/managed-by`, set by the chart to [`MANAGED_BY`].
-pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
-pub use crate::chart::MANAGED_BY;
+/// The chart sets `MANAGED_BY_LABEL: MANAGED_BY` on every object; pruning requires it.
+pub use crate::chart::{MANAGED_BY, MANAGED_BY_LABEL};
 /// The field manager of every apply.
 pub const FIELD_MANAGER: &str = "model-orchestra-operator";
 
@@ -28,7 +27,6 @@ pub const FIELD_MANAGER: &str = "model-orchestra-operator";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Owner {
     pub name: String,
-    pub namespace: String,
     pub uid: String,
 }
 
@@ -117,7 +115,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     fn owner() -> Owner {
-        Owner { name: "demo".into(), namespace: "ns".into(), uid: "uid-1".into() }
+        Owner { name: "demo".into(), uid: "uid-1".into() }
     }
 
     fn rendered(kind: Kind, name: &str) -> RenderedObject {

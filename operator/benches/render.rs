@@ -4,6 +4,7 @@
 //! - `render/apps_50`: a 50-application CR (target: ≤ 2 ms);
 //! - `render/apps_50_yaml`: the same plus the YAML stream `render` prints;
 //! - `parse/sample`: strict parsing of the sample CR.
+//!
 //! The whole `render` process is measured with hyperfine, see the README.
 
 use criterion::{criterion_group, criterion_main, Criterion};

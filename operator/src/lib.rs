@@ -6,11 +6,13 @@
 
 pub mod api;
 pub mod chart;
+pub mod controller;
 pub mod crd;
 pub mod error;
 pub mod input;
 pub mod kinds;
 pub mod manifests;
+pub mod operations;
 pub mod reconcile;
 
 use api::ModelOrchestra;

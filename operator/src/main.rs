@@ -1,5 +1,5 @@
-//! `model-orchestra-operator`: print the CRD, render a ModelOrchestra offline, or (later)
-//! run the controller.
+//! `model-orchestra-operator`: run the controller, render a ModelOrchestra offline, or print
+//! the generated manifests (CRD, RBAC, values schema).
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -18,6 +18,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the controller against the cluster of the current kubeconfig (or in-cluster).
+    Run(Box<run::RunArgs>),
     /// Print the ModelOrchestra CustomResourceDefinition as YAML.
     Crd,
     /// Print the operator's ClusterRole (derived from the kinds the chart renders).
@@ -41,8 +43,13 @@ enum Command {
     },
 }
 
+mod run;
+
 fn main() -> ExitCode {
-    match run(Cli::parse()) {
+    // Both kube and (in bundle-tool) oci-client use rustls; with more than one crypto
+    // provider compiled in, rustls needs to be told which one to use.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    match execute(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -51,8 +58,9 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: Cli) -> anyhow::Result<()> {
+fn execute(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
+        Command::Run(args) => run::run(*args)?,
         Command::Crd => print!("{}", model_orchestra::crd::crd_yaml()),
         Command::Rbac { name } => print!("{}", model_orchestra::manifests::rbac::cluster_role_yaml(&name)),
         Command::ValuesSchema => print!("{}", model_orchestra::crd::values_schema_json()),

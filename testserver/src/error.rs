@@ -63,6 +63,15 @@ impl ApiError {
         Self::new(409, "Conflict", format!("Apply failed with {} conflict(s):\n{}", conflicts.len(), lines.join("\n")), details)
     }
 
+    pub fn precondition_failed(rt: &ResourceType, name: &str, field: &str, want: &str) -> Self {
+        Self::new(
+            409,
+            "Conflict",
+            format!("Operation cannot be fulfilled on {} \"{name}\": Precondition failed: {field}: {want}", Self::resource(rt)),
+            Self::details(rt, name),
+        )
+    }
+
     pub fn invalid(rt: &ResourceType, name: &str, message: &str) -> Self {
         Self::new(422, "Invalid", format!("{} \"{name}\" is invalid: {message}", Self::resource(rt)), Self::details(rt, name))
     }

@@ -308,6 +308,7 @@ fn resource_request(
     let labels = LabelSelector::parse(query.get("labelSelector").unwrap_or_default()).map_err(|e| ApiError::bad_request(&e))?;
     let fields = FieldSelector::parse(query.get("fieldSelector").unwrap_or_default()).map_err(|e| ApiError::bad_request(&e))?;
     let wants_table = accept.contains("as=Table");
+    let wants_metadata = accept.contains("as=PartialObjectMetadata");
     let mut store = shared.store.lock().expect("store lock");
     let ok = |code: u16, v: Value| Ok(json_response(code, &v));
     match (method, &t.name) {
@@ -316,7 +317,7 @@ fn resource_request(
             if wants_table {
                 return ok(200, table::table(rt, &[obj], store.resource_version()));
             }
-            ok(200, obj)
+            ok(200, if wants_metadata { partial_metadata(&obj) } else { obj })
         }
         (&Method::GET, None) if query.flag("watch") => {
             let since = match query.get("resourceVersion").filter(|s| !s.is_empty()) {
@@ -327,13 +328,17 @@ fn resource_request(
             drop(store);
             let timeout = query.get("timeoutSeconds").and_then(|s| s.parse::<u64>().ok()).map(Duration::from_secs).unwrap_or(Duration::from_secs(1800));
             let timeout = faults.drop_watches_after_ms.map(Duration::from_millis).map_or(timeout, |d| d.min(timeout));
-            let spec = WatchSpec { rt: rt.clone(), namespace: t.namespace, labels, fields, bookmarks: query.flag("allowWatchBookmarks") };
+            let spec = WatchSpec { rt: rt.clone(), namespace: t.namespace, labels, fields, bookmarks: query.flag("allowWatchBookmarks"), metadata_only: wants_metadata };
             Ok(watch_response(shared.clone(), spec, start, timeout))
         }
         (&Method::GET, None) => {
             let (items, rv) = store.list(rt, t.namespace.as_deref(), &labels, &fields);
             if wants_table {
                 return ok(200, table::table(rt, &items, rv));
+            }
+            if wants_metadata {
+                let items: Vec<Value> = items.iter().map(partial_metadata).collect();
+                return ok(200, json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList", "metadata": {"resourceVersion": rv.to_string()}, "items": items}));
             }
             ok(200, json!({"apiVersion": rt.api_version(), "kind": format!("{}List", rt.kind), "metadata": {"resourceVersion": rv.to_string()}, "items": items}))
         }
@@ -376,6 +381,14 @@ fn resource_request(
                 "Foreground" => Propagation::Foreground,
                 _ => Propagation::Background,
             };
+            let live = store.get(rt, &ns, name)?;
+            for (field, key) in [("uid", "uid"), ("resourceVersion", "resourceVersion")] {
+                if let Some(want) = options["preconditions"][field].as_str() {
+                    if live["metadata"][key].as_str() != Some(want) {
+                        return Err(ApiError::precondition_failed(rt, name, field, want));
+                    }
+                }
+            }
             ok(200, store.delete(rt, &ns, name, policy)?)
         }
         (&Method::DELETE, None) => {
@@ -388,6 +401,11 @@ fn resource_request(
         }
         _ => Err(ApiError::method_not_allowed(method.as_str())),
     }
+}
+
+/// The `as=PartialObjectMetadata` form of an object: its metadata only.
+fn partial_metadata(obj: &Value) -> Value {
+    json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata", "metadata": obj["metadata"]})
 }
 
 fn without_rv(mut obj: Value) -> Value {
@@ -415,6 +433,7 @@ struct WatchSpec {
     labels: LabelSelector,
     fields: FieldSelector,
     bookmarks: bool,
+    metadata_only: bool,
 }
 
 impl WatchSpec {
@@ -440,6 +459,9 @@ impl WatchSpec {
         };
         let mut object = change.object.clone();
         object["apiVersion"] = json!(self.rt.api_version());
+        if self.metadata_only {
+            object = partial_metadata(&object);
+        }
         Some(json!({"type": kind, "object": object}))
     }
 }
@@ -486,7 +508,8 @@ fn watch_response(shared: Arc<Shared>, spec: WatchSpec, start: crate::store::Wat
                     Err(RecvError::Lagged(_)) | Err(RecvError::Closed) => return,
                 },
                 _ = bookmark.tick(), if spec.bookmarks && last_rv > 0 => {
-                    let ev = json!({"type": "BOOKMARK", "object": {"apiVersion": spec.rt.api_version(), "kind": spec.rt.kind, "metadata": {"resourceVersion": last_rv.to_string()}}});
+                    let (api_version, kind) = if spec.metadata_only { ("meta.k8s.io/v1".to_string(), "PartialObjectMetadata".to_string()) } else { (spec.rt.api_version(), spec.rt.kind.clone()) };
+                    let ev = json!({"type": "BOOKMARK", "object": {"apiVersion": api_version, "kind": kind, "metadata": {"resourceVersion": last_rv.to_string()}}});
                     if tx.send(line(ev)).await.is_err() {
                         return;
                     }

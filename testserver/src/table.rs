@@ -21,7 +21,7 @@ pub fn table(rt: &ResourceType, objects: &[Value], rv: u64) -> Value {
         .map(|o| {
             let mut cells = vec![o["metadata"]["name"].clone()];
             for (name, path) in &rt.printer_columns {
-                let v = path.trim_start_matches('.').split('.').try_fold(o, |v, k| v.get(k)).cloned().unwrap_or(json!(""));
+                let v = json_path(o, path).cloned().unwrap_or(json!(""));
                 cells.push(if name == "Age" { age(&v, now) } else { v });
             }
             if !has_age {
@@ -42,4 +42,43 @@ fn age(ts: &Value, now: i64) -> Value {
         d if d < 172_800 => format!("{}h", d / 3600),
         d => format!("{}d", d / 86_400),
     })
+}
+
+/// The JSONPath subset printer columns use: `.a.b`, `[0]`, and `[?(@.key=="value")]`.
+pub fn json_path<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
+    let mut cur = obj;
+    let mut rest = path;
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix('.') {
+            let end = r.find(['.', '[']).unwrap_or(r.len());
+            cur = cur.get(&r[..end])?;
+            rest = &r[end..];
+        } else if let Some(r) = rest.strip_prefix("[?(@.") {
+            let end = r.find(")]")?;
+            let (key, want) = r[..end].split_once("==")?;
+            let want = want.trim_matches(|c| c == '"' || c == '\'');
+            cur = cur.as_array()?.iter().find(|item| item.get(key).and_then(Value::as_str) == Some(want))?;
+            rest = &r[end + 2..];
+        } else if let Some(r) = rest.strip_prefix('[') {
+            let end = r.find(']')?;
+            cur = cur.get(r[..end].parse::<usize>().ok()?)?;
+            rest = &r[end + 1..];
+        } else {
+            return None;
+        }
+    }
+    Some(cur)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_path_follows_fields_indexes_and_equality_filters() {
+        let o = json!({"status": {"conditions": [{"type": "A", "status": "x"}, {"type": "Ready", "status": "True"}]}});
+        assert_eq!(json_path(&o, ".status.conditions[?(@.type==\"Ready\")].status"), Some(&json!("True")));
+        assert_eq!(json_path(&o, ".status.conditions[0].type"), Some(&json!("A")));
+        assert_eq!(json_path(&o, ".status.missing"), None);
+    }
 }

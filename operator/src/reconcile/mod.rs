@@ -1,4 +1,8 @@
-//! Reconciliation: turning rendered objects into server-side applies and prunes.
-//! Only the pure planning layer exists so far (see the operator issue for the controller).
+//! Reconciliation logic that needs no API server: the apply plan and prune rule, the
+//! status and its conditions, version routing and per-object backoff. The controller
+//! ([`crate::controller`]) does the I/O around these.
 
+pub mod backoff;
 pub mod plan;
+pub mod routing;
+pub mod status;

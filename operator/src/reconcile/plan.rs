@@ -99,7 +99,7 @@ pub fn prune<'a>(owner: &Owner, plan: &ApplyPlan, existing: &'a [Existing]) -> V
         .iter()
         .filter(|e| e.labels.get(OWNER_NAME_LABEL) == Some(&owner.name))
         .filter(|e| e.labels.get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY))
-        .filter(|e| e.controller_uids.iter().any(|u| *u == owner.uid))
+        .filter(|e| e.controller_uids.contains(&owner.uid))
         .filter(|e| !keep.contains(&(e.kind, e.name.clone())))
         .collect()
 }

@@ -1,0 +1,159 @@
+//! Caches of the objects the operator owns, fed by the same watches that trigger
+//! reconciles: metadata only (managedFields dropped) for most kinds, Deployments with their
+//! status for readiness. Reconciles read these instead of listing.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures::stream::BoxStream;
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{ApiResource, DynamicObject, PartialObjectMeta};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Api, Client};
+
+use crate::kinds::Kind;
+use crate::reconcile::plan::{Existing, MANAGED_BY, MANAGED_BY_LABEL, OWNER_NAME_LABEL};
+
+pub fn api_resource(kind: Kind) -> ApiResource {
+    ApiResource {
+        group: kind.group().into(),
+        version: kind.version().into(),
+        api_version: kind.api_version(),
+        kind: kind.kind().into(),
+        plural: kind.plural().into(),
+    }
+}
+
+/// One cached child: enough to prune and to notice drift.
+#[derive(Debug, Clone)]
+pub struct CachedChild {
+    pub existing: Existing,
+    pub resource_version: Option<String>,
+    pub uid: Option<String>,
+}
+
+pub struct Caches {
+    metadata: BTreeMap<Kind, Store<PartialObjectMeta<DynamicObject>>>,
+    deployments: Store<Deployment>,
+}
+
+fn config() -> watcher::Config {
+    watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY},{OWNER_NAME_LABEL}"))
+}
+
+/// Metadata-only requests: the API server sends PartialObjectMetadata, not whole objects.
+fn metadata_api(client: &Client, ns: Option<&str>, ar: &ApiResource) -> Api<PartialObjectMeta<DynamicObject>> {
+    match ns {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, ar),
+        None => Api::all_with(client.clone(), ar),
+    }
+}
+
+pub type MetadataStream = BoxStream<'static, Result<PartialObjectMeta<DynamicObject>, watcher::Error>>;
+pub type DeploymentStream = BoxStream<'static, Result<Deployment, watcher::Error>>;
+
+/// Starts the watches of every kind in `kinds` (in `namespace`, or everywhere): the caches
+/// and the streams that feed them (to be polled by the controller as owner triggers).
+pub fn watch(client: &Client, namespace: Option<&str>, kinds: &[Kind]) -> (Caches, Vec<(ApiResource, MetadataStream)>, Option<DeploymentStream>) {
+    let mut metadata = BTreeMap::new();
+    let mut streams = Vec::new();
+    let (deployments, writer) = reflector::store::<Deployment>();
+    let mut deploy_writer = Some(writer);
+    let mut deploy_stream = None;
+    for &kind in kinds {
+        if kind == Kind::Deployment {
+            let Some(writer) = deploy_writer.take() else { continue };
+            let api: Api<Deployment> = match namespace {
+                Some(ns) => Api::namespaced(client.clone(), ns),
+                None => Api::all(client.clone()),
+            };
+            let s = watcher(api, config())
+                .default_backoff()
+                .modify(|d: &mut Deployment| {
+                    // Readiness needs replicas and status; the pod template is the bulk.
+                    d.metadata.managed_fields = None;
+                    if let Some(spec) = d.spec.as_mut() {
+                        spec.template = Default::default();
+                    }
+                })
+                .reflect(writer)
+                .touched_objects()
+                .boxed();
+            deploy_stream = Some(s);
+            continue;
+        }
+        let ar = api_resource(kind);
+        let writer = reflector::store::Writer::new(ar.clone());
+        metadata.insert(kind, writer.as_reader());
+        let s = watcher(metadata_api(client, namespace, &ar), config())
+            .default_backoff()
+            .modify(|o: &mut PartialObjectMeta<DynamicObject>| o.metadata.managed_fields = None)
+            .reflect(writer)
+            .touched_objects()
+            .boxed();
+        streams.push((ar, s));
+    }
+    (Caches { metadata, deployments }, streams, deploy_stream)
+}
+
+impl Caches {
+    /// Waits until every cache has listed once (prune decisions need complete caches).
+    pub async fn wait_until_ready(&self) {
+        for store in self.metadata.values() {
+            let _ = store.wait_until_ready().await;
+        }
+        let _ = self.deployments.wait_until_ready().await;
+    }
+
+    /// The children of the CR `owner` in `namespace`, by the owner label.
+    pub fn children(&self, namespace: &str, owner: &str) -> Vec<CachedChild> {
+        let mine = |m: &ObjectMeta| {
+            m.namespace.as_deref() == Some(namespace) && m.labels.as_ref().and_then(|l| l.get(OWNER_NAME_LABEL)).map(String::as_str) == Some(owner)
+        };
+        let mut out = Vec::new();
+        for (&kind, store) in &self.metadata {
+            for o in store.state().iter().filter(|o| mine(&o.metadata)) {
+                out.push(cached(kind, &o.metadata));
+            }
+        }
+        for d in self.deployments.state().iter().filter(|d| mine(&d.metadata)) {
+            out.push(cached(Kind::Deployment, &d.metadata));
+        }
+        out
+    }
+
+    /// The cached Deployments of `owner`, by name.
+    pub fn deployments(&self, namespace: &str, owner: &str) -> BTreeMap<String, Arc<Deployment>> {
+        self.deployments
+            .state()
+            .into_iter()
+            .filter(|d| {
+                d.metadata.namespace.as_deref() == Some(namespace)
+                    && d.metadata.labels.as_ref().and_then(|l| l.get(OWNER_NAME_LABEL)).map(String::as_str) == Some(owner)
+            })
+            .map(|d| (d.metadata.name.clone().unwrap_or_default(), d))
+            .collect()
+    }
+}
+
+fn cached(kind: Kind, m: &ObjectMeta) -> CachedChild {
+    CachedChild {
+        existing: Existing {
+            kind,
+            name: m.name.clone().unwrap_or_default(),
+            labels: m.labels.clone().unwrap_or_default(),
+            controller_uids: m
+                .owner_references
+                .iter()
+                .flatten()
+                .filter(|r| r.controller == Some(true))
+                .map(|r| r.uid.clone())
+                .collect(),
+        },
+        resource_version: m.resource_version.clone(),
+        uid: m.uid.clone(),
+    }
+}

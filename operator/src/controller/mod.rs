@@ -1,0 +1,94 @@
+//! The controller: watches ModelOrchestras (as untyped objects, so an invalid spec reaches
+//! the reconciler and is reported instead of stalling the watch) and every kind the chart
+//! renders, and reconciles each CR routed to this operator version.
+
+pub mod children;
+pub mod reconciler;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::DynamicObject;
+use kube::discovery::Discovery;
+use kube::runtime::controller::{Config as ControllerConfig, Controller};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::watcher;
+use kube::{Api, Client};
+
+use crate::chart::Chart;
+use crate::kinds::Kind;
+use crate::operations::metrics::Metrics;
+use reconciler::{error_policy, mo_resource, reconcile, Context};
+
+pub struct Settings {
+    pub routing: String,
+    pub claim_unlabeled: bool,
+    /// Watch one namespace; `None` watches all.
+    pub namespace: Option<String>,
+    pub resync: Duration,
+    pub concurrency: u16,
+    pub identity: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("the ModelOrchestra CRD (modelorchestras.models.titanml.co, version v1alpha1) is not served by the cluster; install it with `make install` or `model-orchestra-operator crd | kubectl apply --server-side -f -`")]
+    CrdMissing,
+    #[error("API discovery failed: {0}")]
+    Discovery(#[source] kube::Error),
+}
+
+/// The kinds of `Kind::ALL` the cluster serves.
+pub async fn served_kinds(client: &Client) -> Result<Vec<Kind>, StartError> {
+    let discovery = Discovery::new(client.clone()).run().await.map_err(StartError::Discovery)?;
+    let serves = |group: &str, version: &str, kind: &str| {
+        discovery.groups().any(|g| g.name() == group && g.versioned_resources(version).iter().any(|(ar, _)| ar.kind == kind))
+    };
+    if !serves(crate::api::GROUP, crate::api::VERSION, crate::api::KIND) {
+        return Err(StartError::CrdMissing);
+    }
+    Ok(Kind::ALL.into_iter().filter(|k| serves(k.group(), k.version(), k.kind())).collect())
+}
+
+/// Runs the controller until `shutdown` resolves.
+pub async fn run(client: Client, chart: Chart, settings: Settings, metrics: Arc<Metrics>, on_ready: impl FnOnce(), shutdown: impl Future<Output = ()> + Send + Sync + 'static) -> Result<(), StartError> {
+    let served = served_kinds(&client).await?;
+    let missing: Vec<&str> = Kind::ALL.iter().filter(|k| !served.contains(k)).map(|k| k.kind()).collect();
+    if !missing.is_empty() {
+        tracing::warn!(?missing, "optional kinds are not served; CRs that need them report ApplyFailed");
+    }
+    let (caches, meta_streams, deploy_stream) = children::watch(&client, settings.namespace.as_deref(), &served);
+    let ar = mo_resource();
+    let crs: Api<DynamicObject> = match &settings.namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+        None => Api::all_with(client.clone(), &ar),
+    };
+    let recorder = Recorder::new(client.clone(), Reporter { controller: "model-orchestra-operator".into(), instance: Some(settings.identity.clone()) });
+    let mut controller = Controller::new_with(crs, watcher::Config::default(), ar.clone())
+        .with_config(ControllerConfig::default().concurrency(settings.concurrency).debounce(Duration::from_millis(200)));
+    for (child, stream) in meta_streams {
+        controller = controller.owns_stream_with(stream, child);
+    }
+    if let Some(stream) = deploy_stream {
+        controller = controller.owns_stream(stream);
+    }
+    let ctx = Arc::new(Context::new(client, chart, caches, settings.routing.clone(), settings.claim_unlabeled, settings.resync, served, metrics, recorder));
+    let ready_ctx = ctx.clone();
+    let controller = controller.graceful_shutdown_on(shutdown).run(reconcile, error_policy, ctx);
+    tokio::pin!(controller);
+    // Readiness: once the child caches have listed (prune decisions need them complete).
+    tokio::select! {
+        _ = ready_ctx.caches.wait_until_ready() => on_ready(),
+        _ = controller.next() => {}
+    }
+    controller
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "controller event");
+            }
+        })
+        .await;
+    Ok(())
+}

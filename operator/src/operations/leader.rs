@@ -1,0 +1,153 @@
+//! Leader election on a `coordination.k8s.io/v1` Lease, one per routing value, so two
+//! instances of the same operator version never both write. Optimistic concurrency on the
+//! Lease's resourceVersion decides races; a holder that stops renewing loses the Lease
+//! after `leaseDurationSeconds`.
+
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::api::{PostParams};
+use kube::{Api, Client};
+
+pub struct LeaseLock {
+    api: Api<Lease>,
+    pub name: String,
+    pub identity: String,
+    pub duration: Duration,
+}
+
+/// The Lease name for a routing value: `model-orchestra-operator-v1`.
+pub fn lease_name(routing: &str) -> String {
+    format!("model-orchestra-operator-{}", routing.to_ascii_lowercase())
+}
+
+/// Whether a lease held by someone else has expired at `now`.
+pub fn expired(spec: &LeaseSpec, now: Timestamp) -> bool {
+    let Some(renewed) = spec.renew_time.as_ref().or(spec.acquire_time.as_ref()) else { return true };
+    let duration = SignedDuration::from_secs(spec.lease_duration_seconds.unwrap_or(15).into());
+    renewed.0.checked_add(duration).map_or(true, |until| until < now)
+}
+
+impl LeaseLock {
+    pub fn new(client: Client, namespace: &str, name: String, identity: String, duration: Duration) -> Self {
+        LeaseLock { api: Api::namespaced(client, namespace), name, identity, duration }
+    }
+
+    /// One attempt: creates, renews or takes over the Lease. `Ok(true)` while we hold it.
+    pub async fn try_acquire_or_renew(&self) -> Result<bool, kube::Error> {
+        let now = Timestamp::now();
+        let Some(mut lease) = self.api.get_opt(&self.name).await? else {
+            let lease = Lease {
+                metadata: ObjectMeta { name: Some(self.name.clone()), ..Default::default() },
+                spec: Some(LeaseSpec {
+                    holder_identity: Some(self.identity.clone()),
+                    lease_duration_seconds: Some(self.duration.as_secs() as i32),
+                    acquire_time: Some(MicroTime(now)),
+                    renew_time: Some(MicroTime(now)),
+                    lease_transitions: Some(0),
+                    ..Default::default()
+                }),
+            };
+            return match self.api.create(&PostParams::default(), &lease).await {
+                Ok(_) => Ok(true),
+                Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+                Err(e) => Err(e),
+            };
+        };
+        let spec = lease.spec.get_or_insert_with(Default::default);
+        let holder = spec.holder_identity.clone().unwrap_or_default();
+        if holder != self.identity {
+            if !holder.is_empty() && !expired(spec, now) {
+                return Ok(false);
+            }
+            spec.holder_identity = Some(self.identity.clone());
+            spec.acquire_time = Some(MicroTime(now));
+            spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+        }
+        spec.renew_time = Some(MicroTime(now));
+        spec.lease_duration_seconds = Some(self.duration.as_secs() as i32);
+        // The resourceVersion in `lease` makes this a compare-and-swap.
+        match self.api.replace(&self.name, &PostParams::default(), &lease).await {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Gives the Lease up (on shutdown) so a standby takes over without waiting it out.
+    pub async fn release(&self) {
+        let Ok(Some(mut lease)) = self.api.get_opt(&self.name).await else { return };
+        let Some(spec) = lease.spec.as_mut() else { return };
+        if spec.holder_identity.as_deref() != Some(self.identity.as_str()) {
+            return;
+        }
+        spec.holder_identity = None;
+        spec.lease_duration_seconds = Some(1);
+        if let Err(e) = self.api.replace(&self.name, &PostParams::default(), &lease).await {
+            tracing::warn!(error = %e, lease = %self.name, "cannot release the lease");
+        }
+    }
+
+    /// Waits until this instance holds the Lease.
+    pub async fn acquire(&self, retry: Duration) {
+        loop {
+            match self.try_acquire_or_renew().await {
+                Ok(true) => return,
+                Ok(false) => tracing::debug!(lease = %self.name, "another instance leads; standing by"),
+                Err(e) => tracing::warn!(error = %e, lease = %self.name, "leader election failed; retrying"),
+            }
+            tokio::time::sleep(retry).await;
+        }
+    }
+
+    /// Renews every `renew` until a renewal fails for longer than the lease lasts; then
+    /// returns (leadership is lost and the caller must stop writing).
+    pub async fn hold(&self, renew: Duration) {
+        let mut last_renewed = tokio::time::Instant::now();
+        loop {
+            tokio::time::sleep(renew).await;
+            match self.try_acquire_or_renew().await {
+                Ok(true) => last_renewed = tokio::time::Instant::now(),
+                Ok(false) => return,
+                Err(e) => {
+                    tracing::warn!(error = %e, lease = %self.name, "cannot renew the lease");
+                    if last_renewed.elapsed() >= self.duration {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(renewed_at: i64, duration: i32) -> LeaseSpec {
+        LeaseSpec {
+            holder_identity: Some("a".into()),
+            renew_time: Some(MicroTime(Timestamp::from_second(renewed_at).unwrap())),
+            lease_duration_seconds: Some(duration),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_lease_expires_its_duration_after_the_last_renewal() {
+        assert!(!expired(&spec(100, 15), Timestamp::from_second(114).unwrap()));
+        assert!(expired(&spec(100, 15), Timestamp::from_second(116).unwrap()));
+    }
+
+    #[test]
+    fn a_lease_never_renewed_is_free() {
+        assert!(expired(&LeaseSpec::default(), Timestamp::from_second(0).unwrap()));
+    }
+
+    #[test]
+    fn lease_names_carry_the_routing_value() {
+        assert_eq!(lease_name("v1"), "model-orchestra-operator-v1");
+    }
+}

@@ -52,9 +52,27 @@ pub async fn served_kinds(client: &Client) -> Result<Vec<Kind>, StartError> {
     Ok(Kind::ALL.into_iter().filter(|k| serves(k.group(), k.version(), k.kind())).collect())
 }
 
+/// Discovery, retried (capped exponential backoff) until it works: at startup the API
+/// server may be briefly unavailable, or the CRD not yet installed.
+async fn discover(client: &Client) -> Vec<Kind> {
+    let mut delay = Duration::from_millis(200);
+    loop {
+        match served_kinds(client).await {
+            Ok(kinds) => return kinds,
+            Err(e) => tracing::warn!(error = %e, retry_in = ?delay, "cannot start the controller yet"),
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_secs(10));
+    }
+}
+
 /// Runs the controller until `shutdown` resolves.
 pub async fn run(client: Client, chart: Chart, settings: Settings, metrics: Arc<Metrics>, on_ready: impl FnOnce(), shutdown: impl Future<Output = ()> + Send + Sync + 'static) -> Result<(), StartError> {
-    let served = served_kinds(&client).await?;
+    let shutdown = futures::FutureExt::shared(Box::pin(shutdown));
+    let served = tokio::select! {
+        kinds = discover(&client) => kinds,
+        _ = shutdown.clone() => return Ok(()),
+    };
     let missing: Vec<&str> = Kind::ALL.iter().filter(|k| !served.contains(k)).map(|k| k.kind()).collect();
     if !missing.is_empty() {
         tracing::warn!(?missing, "optional kinds are not served; CRs that need them report ApplyFailed");

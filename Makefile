@@ -4,8 +4,12 @@ CRD_VERSION ?= v1alpha1
 CARGO ?= cargo
 OPERATOR := target/debug/model-orchestra-operator
 SAMPLE ?= config/samples/modelorchestra.yaml
+IMG ?= ghcr.io/titanml/model-orchestra-operator:$(VERSION)
+KUBECTL ?= kubectl
+# Arguments for `make run`, e.g. RUN_ARGS="--routing v1".
+RUN_ARGS ?= --claim-unlabeled --metrics-addr 127.0.0.1:8080
 
-.PHONY: all build test render crd generate bench
+.PHONY: all build test render crd generate bench install uninstall deploy undeploy run testserver bench-operator
 
 all: build
 
@@ -32,6 +36,37 @@ generate: build
 	$(OPERATOR) crd > config/crd/models.titanml.co_modelorchestras.yaml
 	$(OPERATOR) values-schema > charts/model-orchestra/values.schema.json
 	$(OPERATOR) rbac > config/rbac/role.yaml
+	$(OPERATOR) manifests --claim-unlabeled > config/deploy/operator.yaml
+
+## install: install the ModelOrchestra CRD into the cluster of the current kubeconfig
+## (server-side: the CRD is too large for client-side apply's annotation)
+install:
+	$(KUBECTL) apply --server-side -f config/crd/models.titanml.co_modelorchestras.yaml
+
+## uninstall: remove the CRD (and with it every ModelOrchestra and their children)
+uninstall:
+	$(KUBECTL) delete --ignore-not-found -f config/crd/models.titanml.co_modelorchestras.yaml
+
+## deploy: install the CRD, then the operator (Namespace, RBAC, Deployment) with IMG
+deploy: install build
+	$(OPERATOR) manifests --image $(IMG) --claim-unlabeled | $(KUBECTL) apply --server-side -f -
+
+## undeploy: remove the operator (the CRD and the CRs stay)
+undeploy: build
+	$(OPERATOR) manifests --image $(IMG) --claim-unlabeled | $(KUBECTL) delete --ignore-not-found -f -
+
+## run: run the operator locally against the current kubeconfig
+run: build
+	$(OPERATOR) run $(RUN_ARGS)
+
+## testserver: run the loopback Kubernetes API test server; writes target/testserver.kubeconfig
+testserver:
+	$(CARGO) run --quiet -p kube-testserver -- --kubeconfig target/testserver.kubeconfig
+
+## bench-operator: 1,000 CRs x 4 applications through the real operator (release build)
+bench-operator:
+	$(CARGO) build --release -p model-orchestra-operator --bins --benches
+	$(CARGO) bench -p model-orchestra-operator --bench operator
 
 ## bench: render benchmarks (criterion)
 bench:

@@ -2,6 +2,7 @@
 # Installs what the test suite needs that cargo does not build, into target/tools/ (and,
 # for Debian packages, the system). Idempotent: a second run is a quick no-op.
 #   - kubernetes-validate (PyPI): the real Kubernetes OpenAPI schemas, offline.
+#   - kubectl (Debian): drives the loopback kube-testserver in its tests.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 tools="$root/target/tools"
@@ -15,3 +16,13 @@ if ! "$venv/bin/kubernetes-validate" --version 2>/dev/null | grep -q "$KUBERNETE
   "$venv/bin/pip" install --quiet --disable-pip-version-check "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION"
 fi
 ln -sf "$venv/bin/kubernetes-validate" "$tools/bin/kubernetes-validate"
+
+# Debian packages the tests drive as independent clients.
+missing=()
+command -v kubectl >/dev/null || missing+=(kubectl)
+if ((${#missing[@]})); then
+  echo "install-test-deps: apt-get install ${missing[*]}" >&2
+  sudo_cmd=(); [ "$(id -u)" = 0 ] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
+fi

@@ -27,6 +27,22 @@ enum Command {
         #[arg(long, default_value = "model-orchestra-operator")]
         name: String,
     },
+    /// Print the manifests that deploy the operator: Namespace, ServiceAccount, ClusterRole,
+    /// ClusterRoleBinding, Deployment.
+    Manifests {
+        /// The operator image.
+        #[arg(long, env = "IMG", default_value = concat!("ghcr.io/titanml/model-orchestra-operator:", env!("CARGO_PKG_VERSION")))]
+        image: String,
+        /// Namespace the operator runs in.
+        #[arg(long, default_value = "model-orchestra-system")]
+        namespace: String,
+        /// Routing value served [default: v<MAJOR>].
+        #[arg(long)]
+        routing: Option<String>,
+        /// Also take CRs without the operatorVersion label.
+        #[arg(long)]
+        claim_unlabeled: bool,
+    },
     /// Print the JSON Schema of the chart's values (charts/model-orchestra/values.schema.json).
     ValuesSchema,
     /// Render a ModelOrchestra offline, like `helm template`: the exact objects the operator applies.
@@ -63,6 +79,11 @@ fn execute(cli: Cli) -> anyhow::Result<()> {
         Command::Run(args) => run::run(*args)?,
         Command::Crd => print!("{}", model_orchestra::crd::crd_yaml()),
         Command::Rbac { name } => print!("{}", model_orchestra::manifests::rbac::cluster_role_yaml(&name)),
+        Command::Manifests { image, namespace, routing, claim_unlabeled } => {
+            let routing = routing.unwrap_or_else(|| model_orchestra::reconcile::routing::default_routing_value(env!("CARGO_PKG_VERSION")));
+            let options = model_orchestra::manifests::deploy::DeployOptions { namespace, image, routing, claim_unlabeled };
+            print!("{}", model_orchestra::manifests::deploy::all_yaml(&options));
+        }
         Command::ValuesSchema => print!("{}", model_orchestra::crd::values_schema_json()),
         Command::Render { file, namespace, chart } => {
             let text = if file == "-" {

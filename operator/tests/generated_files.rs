@@ -34,6 +34,20 @@ fn checked_in_cluster_role_is_up_to_date() {
 }
 
 #[test]
+fn checked_in_deploy_manifests_are_up_to_date() {
+    let options = model_orchestra::manifests::deploy::DeployOptions {
+        namespace: "model-orchestra-system".into(),
+        image: concat!("ghcr.io/titanml/model-orchestra-operator:", env!("CARGO_PKG_VERSION")).into(),
+        routing: model_orchestra::reconcile::routing::default_routing_value(env!("CARGO_PKG_VERSION")),
+        claim_unlabeled: true,
+    };
+    assert!(
+        repo_file("config/deploy/operator.yaml") == model_orchestra::manifests::deploy::all_yaml(&options),
+        "config/deploy/operator.yaml is stale: run `make generate`"
+    );
+}
+
+#[test]
 fn crd_names_group_version_short_name_and_printer_columns() {
     let crd = serde_json::to_value(crd::crd()).unwrap();
     assert_eq!(crd["metadata"]["name"], "modelorchestras.models.titanml.co");

@@ -10,7 +10,7 @@ use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ApiResource, DynamicObject, PartialObjectMeta};
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
 
@@ -125,17 +125,19 @@ impl Caches {
         out
     }
 
-    /// The cached Deployments of `owner`, by name.
-    pub fn deployments(&self, namespace: &str, owner: &str) -> BTreeMap<String, Arc<Deployment>> {
-        self.deployments
-            .state()
-            .into_iter()
-            .filter(|d| {
-                d.metadata.namespace.as_deref() == Some(namespace)
-                    && d.metadata.labels.as_ref().and_then(|l| l.get(OWNER_NAME_LABEL)).map(String::as_str) == Some(owner)
-            })
-            .map(|d| (d.metadata.name.clone().unwrap_or_default(), d))
-            .collect()
+    /// One cached Deployment.
+    pub fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<Deployment>> {
+        self.deployments.get(&ObjectRef::new(name).within(namespace))
+    }
+
+    /// The cached resourceVersion of one child (a hash lookup, unlike [`Self::children`]).
+    pub fn resource_version(&self, kind: Kind, namespace: &str, name: &str) -> Option<String> {
+        if kind == Kind::Deployment {
+            return self.deployment(namespace, name)?.metadata.resource_version.clone();
+        }
+        let store = self.metadata.get(&kind)?;
+        let key = ObjectRef::new_with(name, api_resource(kind)).within(namespace);
+        store.get(&key)?.metadata.resource_version.clone()
     }
 }
 

@@ -42,10 +42,42 @@ pub struct Context {
     applied: Mutex<HashMap<String, AppliedState>>,
 }
 
+/// What the last full apply of a CR left behind. While the CR's generation is the same
+/// (its spec, hence its render, unchanged) and every child still has the recorded
+/// resourceVersion, a reconcile needs neither a render nor any write.
 #[derive(Debug, Clone)]
 struct AppliedState {
+    uid: String,
+    generation: Option<i64>,
     hash: String,
+    objects: Vec<Planned>,
     versions: HashMap<(Kind, String), String>,
+}
+
+/// The facts about a planned object that drift checks and status need.
+#[derive(Debug, Clone)]
+struct Planned {
+    kind: Kind,
+    name: String,
+    /// `gateway` or the application name.
+    component: String,
+    /// A Service's first port.
+    port: Option<i64>,
+}
+
+fn planned(plan: &ApplyPlan) -> Vec<Planned> {
+    plan.objects
+        .iter()
+        .map(|o| {
+            let component = o.body["metadata"]["labels"]["app.kubernetes.io/component"].as_str().unwrap_or_default();
+            Planned {
+                kind: o.kind,
+                name: o.name.clone(),
+                component: component.strip_prefix("application-").unwrap_or(component).to_string(),
+                port: o.body["spec"]["ports"][0]["port"].as_i64(),
+            }
+        })
+        .collect()
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -132,6 +164,20 @@ async fn reconcile_routed(obj: &DynamicObject, ctx: &Context) -> Result<Action, 
     let name = obj.name_any();
     let previous: ModelOrchestraStatus = obj.data.get("status").and_then(|s| serde_json::from_value(s.clone()).ok()).unwrap_or_default();
     let generation = obj.metadata.generation;
+    let key = key(obj);
+    let uid = obj.uid().unwrap_or_default();
+
+    // Fast path: same spec as the last full apply and no child changed since.
+    let unchanged = ctx.applied.lock().expect("applied lock").get(&key).cloned().filter(|state| {
+        state.uid == uid
+            && state.generation == generation
+            && previous.applied_hash.as_deref() == Some(state.hash.as_str())
+            && state.objects.iter().all(|o| ctx.caches.resource_version(o.kind, &ns, &o.name).as_ref() == state.versions.get(&(o.kind, o.name.clone())))
+    });
+    if let Some(state) = unchanged {
+        let observed = observe(ctx, &ns, &state.objects, BTreeMap::new());
+        return report(ctx, obj, &ns, &previous, observed, state.hash).await;
+    }
 
     // Parse strictly and render everything before touching the cluster.
     let value = serde_json::to_value(obj).expect("objects serialise");
@@ -150,7 +196,7 @@ async fn reconcile_routed(obj: &DynamicObject, ctx: &Context) -> Result<Action, 
             return Ok(Action::await_change());
         }
     };
-    let owner = Owner { name: name.clone(), uid: obj.uid().unwrap_or_default() };
+    let owner = Owner { name: name.clone(), uid: uid.clone() };
     let plan = plan::plan(&owner, rendered);
 
     let missing: Vec<String> = plan
@@ -164,52 +210,39 @@ async fn reconcile_routed(obj: &DynamicObject, ctx: &Context) -> Result<Action, 
         return fail(ctx, obj, &previous, message).await;
     }
 
-    let children = ctx.caches.children(&ns, &name);
-    let key = key(obj);
-    let unchanged = previous.applied_hash.as_deref() == Some(plan.hash.as_str())
-        && ctx.applied.lock().expect("applied lock").get(&key).is_some_and(|state| {
-            state.hash == plan.hash
-                && plan.objects.iter().all(|o| {
-                    let live = children.iter().find(|c| c.existing.kind == o.kind && c.existing.name == o.name);
-                    live.and_then(|c| c.resource_version.as_ref()) == state.versions.get(&(o.kind, o.name.clone()))
-                })
-        });
-
     let mut fresh_deployments: BTreeMap<String, Deployment> = BTreeMap::new();
-    if !unchanged {
-        let mut versions = HashMap::new();
-        for o in &plan.objects {
-            let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &api_resource(o.kind));
-            let applied = api
-                .patch(&o.name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&o.body))
-                .await
-                .map_err(|e| format!("applying {} {}: {}", o.kind.kind(), o.name, api_error(&e)));
-            let applied = match applied {
-                Ok(a) => a,
-                Err(message) => return fail(ctx, obj, &previous, message).await,
-            };
-            if let Some(rv) = applied.resource_version() {
-                versions.insert((o.kind, o.name.clone()), rv);
-            }
-            if o.kind == Kind::Deployment {
-                if let Ok(d) = serde_json::to_value(&applied).and_then(serde_json::from_value::<Deployment>) {
-                    fresh_deployments.insert(o.name.clone(), d);
-                }
+    let mut versions = HashMap::new();
+    for o in &plan.objects {
+        let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &api_resource(o.kind));
+        let applied = api
+            .patch(&o.name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&o.body))
+            .await
+            .map_err(|e| format!("applying {} {}: {}", o.kind.kind(), o.name, api_error(&e)));
+        let applied = match applied {
+            Ok(a) => a,
+            Err(message) => return fail(ctx, obj, &previous, message).await,
+        };
+        if let Some(rv) = applied.resource_version() {
+            versions.insert((o.kind, o.name.clone()), rv);
+        }
+        if o.kind == Kind::Deployment {
+            if let Ok(d) = serde_json::to_value(&applied).and_then(serde_json::from_value::<Deployment>) {
+                fresh_deployments.insert(o.name.clone(), d);
             }
         }
-        ctx.metrics.count_applied(plan.objects.len());
-        ctx.applied.lock().expect("applied lock").insert(key.clone(), AppliedState { hash: plan.hash.clone(), versions });
     }
+    ctx.metrics.count_applied(plan.objects.len());
 
+    let children = ctx.caches.children(&ns, &name);
     let existing: Vec<_> = children.iter().map(|c| c.existing.clone()).collect();
     for gone in plan::prune(&owner, &plan, &existing) {
         let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &api_resource(gone.kind));
         // The precondition makes sure a same-named object created since the cache saw it
         // is not the one deleted.
-        let uid = children.iter().find(|c| c.existing == *gone).and_then(|c| c.uid.clone());
+        let child_uid = children.iter().find(|c| c.existing == *gone).and_then(|c| c.uid.clone());
         let params = DeleteParams {
             propagation_policy: Some(PropagationPolicy::Background),
-            preconditions: Some(Preconditions { uid, resource_version: None }),
+            preconditions: Some(Preconditions { uid: child_uid, resource_version: None }),
             ..Default::default()
         };
         match api.delete(&gone.name, &params).await {
@@ -221,11 +254,24 @@ async fn reconcile_routed(obj: &DynamicObject, ctx: &Context) -> Result<Action, 
         tracing::info!(modelorchestra = %key, kind = gone.kind.kind(), name = %gone.name, "pruned");
     }
 
-    let observed = observe(ctx, &ns, &name, &plan, fresh_deployments);
-    let status = status::next_status(&previous, generation, &Outcome::Applied, &observed, &ctx.operator_version, Some(plan.hash.clone()), &now());
-    let became_ready = status::condition(&status, READY).is_some_and(|c| c.status == "True");
-    publish_if_new(ctx, obj, &previous, &status, EventType::Normal, if became_ready { "Ready" } else { "Progressing" }, &status::condition(&status, READY).map(|c| c.message.clone()).unwrap_or_default()).await;
-    write_status(ctx, &ns, &name, &previous, status).await?;
+    let objects = planned(&plan);
+    let observed = observe(ctx, &ns, &objects, fresh_deployments);
+    let state = AppliedState { uid, generation, hash: plan.hash.clone(), objects, versions };
+    ctx.applied.lock().expect("applied lock").insert(key, state);
+    report(ctx, obj, &ns, &previous, observed, plan.hash).await
+}
+
+/// Writes the status of a CR whose objects are all applied (if it changed).
+async fn report(ctx: &Context, obj: &DynamicObject, ns: &str, previous: &ModelOrchestraStatus, observed: Observed, hash: String) -> Result<Action, ReconcileError> {
+    let status = status::next_status(previous, obj.metadata.generation, &Outcome::Applied, &observed, &ctx.operator_version, Some(hash), &now());
+    let ready = status::condition(&status, READY);
+    let (reason, message) = match ready {
+        Some(c) if c.status == "True" => ("Ready", c.message.clone()),
+        Some(c) => ("Progressing", c.message.clone()),
+        None => ("Progressing", String::new()),
+    };
+    publish_if_new(ctx, obj, previous, &status, EventType::Normal, reason, &message).await;
+    write_status(ctx, ns, &obj.name_any(), previous, status).await?;
     Ok(Action::requeue(ctx.resync))
 }
 
@@ -240,21 +286,17 @@ async fn fail(ctx: &Context, obj: &DynamicObject, previous: &ModelOrchestraStatu
 }
 
 /// Per-component readiness: Deployments just applied (their response carries status) or
-/// from the cache.
-fn observe(ctx: &Context, ns: &str, name: &str, plan: &ApplyPlan, fresh: BTreeMap<String, Deployment>) -> Observed {
-    let cached = ctx.caches.deployments(ns, name);
+/// from the cache; and the gateway Service's address.
+fn observe(ctx: &Context, ns: &str, objects: &[Planned], fresh: BTreeMap<String, Deployment>) -> Observed {
     let mut observed = Observed::default();
-    for o in plan.objects.iter() {
-        let component = o.body["metadata"]["labels"]["app.kubernetes.io/component"].as_str().unwrap_or_default();
-        let component = component.strip_prefix("application-").unwrap_or(component).to_string();
+    for o in objects {
         match o.kind {
             Kind::Deployment => {
-                let d = fresh.get(&o.name).cloned().or_else(|| cached.get(&o.name).map(|d| (**d).clone()));
-                observed.components.insert(component, deployment_readiness(d.as_ref()));
+                let d = fresh.get(&o.name).cloned().or_else(|| ctx.caches.deployment(ns, &o.name).map(|d| (*d).clone()));
+                observed.components.insert(o.component.clone(), deployment_readiness(d.as_ref()));
             }
-            Kind::Service if component == "gateway" => {
-                let port = o.body["spec"]["ports"][0]["port"].as_i64().unwrap_or(80);
-                observed.gateway_address = Some(format!("{}.{ns}.svc:{port}", o.name));
+            Kind::Service if o.component == "gateway" => {
+                observed.gateway_address = Some(format!("{}.{ns}.svc:{}", o.name, o.port.unwrap_or(80)));
             }
             _ => {}
         }

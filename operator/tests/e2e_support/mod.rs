@@ -188,6 +188,18 @@ impl Cluster {
     }
 }
 
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if self.server.is_none() {
+            // A real cluster: remove the test's namespace (and with it its CRs and children).
+            let _ = Command::new("kubectl")
+                .args(["delete", "namespace", &self.namespace, "--wait=false", "--ignore-not-found"])
+                .env("KUBECONFIG", &self.kubeconfig)
+                .output();
+        }
+    }
+}
+
 /// Writes (not lease renewals or events) sent by the operator instance `identity` to
 /// objects in the namespace, from `since` on in the request log.
 pub fn writes_by(requests: &[RequestRecord], identity: &str, since: usize) -> Vec<RequestRecord> {

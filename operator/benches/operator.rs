@@ -5,7 +5,7 @@
 //! requests per CR, the operator's peak RSS; then a steady state of resyncs: reconciles,
 //! writes per no-op reconcile and CPU. Targets: converge ≤ 60 s, peak RSS ≤ 100 MiB,
 //! 0 writes per no-op reconcile. Sizes: BENCH_CRS (1000), BENCH_APPS (4),
-//! BENCH_STEADY_SECONDS (30), BENCH_RESYNC_SECONDS (10).
+//! BENCH_STEADY_SECONDS (30), BENCH_RESYNC_SECONDS (10); BENCH_WRAP=heaptrack profiles it.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -79,7 +79,17 @@ fn main() {
         store.create(&crd_type, "", crd, "bench").unwrap();
     }
 
-    let mut child = Command::new(env!("CARGO_BIN_EXE_model-orchestra-operator"))
+    // BENCH_WRAP runs the operator under a profiler, e.g. BENCH_WRAP=heaptrack.
+    let binary = env!("CARGO_BIN_EXE_model-orchestra-operator");
+    let mut command = match std::env::var("BENCH_WRAP").ok().filter(|w| !w.is_empty()) {
+        Some(wrapper) => {
+            let mut c = Command::new(wrapper);
+            c.arg(binary);
+            c
+        }
+        None => Command::new(binary),
+    };
+    let mut child = command
         .args(["run", "--claim-unlabeled", "--metrics-addr", "127.0.0.1:0", "--log-format", "json"])
         .args(["--resync-seconds", &resync.to_string(), "--identity", "bench"])
         .env("KUBECONFIG", &kubeconfig)

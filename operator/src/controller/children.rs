@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use futures::stream::BoxStream;
 use futures::StreamExt;
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ApiResource, DynamicObject, PartialObjectMeta};
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -73,10 +73,13 @@ pub fn watch(client: &Client, namespace: Option<&str>, kinds: &[Kind]) -> (Cache
             let s = watcher(api, config())
                 .default_backoff()
                 .modify(|d: &mut Deployment| {
-                    // Readiness needs replicas and status; the pod template is the bulk.
-                    d.metadata.managed_fields = None;
+                    slim(&mut d.metadata);
+                    // Readiness needs replicas and the status counts; the pod template is the bulk.
                     if let Some(spec) = d.spec.as_mut() {
-                        spec.template = Default::default();
+                        *spec = DeploymentSpec { replicas: spec.replicas, ..Default::default() };
+                    }
+                    if let Some(status) = d.status.as_mut() {
+                        status.conditions = None;
                     }
                 })
                 .reflect(writer)
@@ -90,13 +93,28 @@ pub fn watch(client: &Client, namespace: Option<&str>, kinds: &[Kind]) -> (Cache
         metadata.insert(kind, writer.as_reader());
         let s = watcher(metadata_api(client, namespace, &ar), config())
             .default_backoff()
-            .modify(|o: &mut PartialObjectMeta<DynamicObject>| o.metadata.managed_fields = None)
+            .modify(|o: &mut PartialObjectMeta<DynamicObject>| slim(&mut o.metadata))
             .reflect(writer)
             .touched_objects()
             .boxed();
         streams.push((ar, s));
     }
     (Caches { metadata, deployments }, streams, deploy_stream)
+}
+
+/// Keeps only what pruning, drift checks and routing of events need: name, namespace,
+/// uid, resourceVersion, generation, the two identity labels and ownerReferences. With
+/// thousands of children this is most of the operator's memory.
+fn slim(meta: &mut ObjectMeta) {
+    meta.managed_fields = None;
+    meta.annotations = None;
+    meta.creation_timestamp = None;
+    if let Some(labels) = meta.labels.as_mut() {
+        labels.retain(|k, _| k == OWNER_NAME_LABEL || k == MANAGED_BY_LABEL);
+    }
+    for r in meta.owner_references.iter_mut().flatten() {
+        r.block_owner_deletion = None;
+    }
 }
 
 impl Caches {

@@ -14,7 +14,7 @@ use kube::api::DynamicObject;
 use kube::discovery::Discovery;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::watcher;
+use kube::runtime::{reflector, watcher, WatchStreamExt};
 use kube::{Api, Client};
 
 use crate::chart::Chart;
@@ -84,7 +84,16 @@ pub async fn run(client: Client, chart: Chart, settings: Settings, metrics: Arc<
         None => Api::all_with(client.clone(), &ar),
     };
     let recorder = Recorder::new(client.clone(), Reporter { controller: "model-orchestra-operator".into(), instance: Some(settings.identity.clone()) });
-    let mut controller = Controller::new_with(crs, watcher::Config::default(), ar.clone())
+    // Our own reflector for the CRs, so that managedFields (the bulk of a CR with status)
+    // are dropped before caching.
+    let writer = reflector::store::Writer::new(ar.clone());
+    let reader = writer.as_reader();
+    let cr_stream = watcher(crs, watcher::Config::default())
+        .default_backoff()
+        .modify(|o: &mut DynamicObject| o.metadata.managed_fields = None)
+        .reflect(writer)
+        .applied_objects();
+    let mut controller = Controller::for_stream_with(cr_stream, reader, ar.clone())
         .with_config(ControllerConfig::default().concurrency(settings.concurrency).debounce(Duration::from_millis(200)));
     for (child, stream) in meta_streams {
         controller = controller.owns_stream_with(stream, child);

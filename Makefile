@@ -4,12 +4,17 @@ CRD_VERSION ?= v1alpha1
 CARGO ?= cargo
 OPERATOR := target/debug/model-orchestra-operator
 SAMPLE ?= config/samples/modelorchestra.yaml
-IMG ?= ghcr.io/titanml/model-orchestra-operator:$(VERSION)
+IMAGE_TAG_BASE ?= ghcr.io/titanml/model-orchestra-operator
+IMG ?= $(IMAGE_TAG_BASE):v$(VERSION)
+CHANNELS ?= stable
+DEFAULT_CHANNEL ?= stable
+CRD_MODE ?= shared
+BUNDLE_TOOL := target/debug/bundle-tool
 KUBECTL ?= kubectl
 # Arguments for `make run`, e.g. RUN_ARGS="--routing v1".
 RUN_ARGS ?= --claim-unlabeled --metrics-addr 127.0.0.1:8080
 
-.PHONY: all build test render crd generate bench install uninstall deploy undeploy run testserver bench-operator
+.PHONY: all build test render crd generate bench install uninstall deploy undeploy run testserver bench-operator bundle crds
 
 all: build
 
@@ -71,3 +76,13 @@ bench-operator:
 ## bench: render benchmarks (criterion)
 bench:
 	$(CARGO) bench -p model-orchestra-operator --bench render
+
+## bundle: generate bundles/$(VERSION) (CSV from the operator's Deployment and RBAC) and validate it.
+## A released bundle never changes: regenerating with different content is refused.
+bundle: build
+	$(BUNDLE_TOOL) bundle generate --version $(VERSION) --crd-version $(CRD_VERSION) --channels $(CHANNELS) --default-channel $(DEFAULT_CHANNEL) --image $(IMAGE_TAG_BASE) --crd-mode $(CRD_MODE)
+	$(BUNDLE_TOOL) bundle validate bundles/$(VERSION)
+
+## crds: print the shared CRD (every served version); `make install` applies it
+crds: build
+	$(BUNDLE_TOOL) crds

@@ -1,0 +1,29 @@
+//! registry+v1 bundles: generate a bundle directory and validate one.
+
+pub mod annotations;
+pub mod generate;
+pub mod validate;
+
+/// The CSV's file name in `manifests/`.
+pub const CSV_FILE: &str = "model-orchestra-operator.clusterserviceversion.yaml";
+/// The CRD's file name in `manifests/` (owned mode).
+pub const CRD_FILE: &str = "models.titanml.co_modelorchestras.yaml";
+
+/// Where the CRD lives. OLM v1 lets only one ClusterExtension own a CRD, so versions that
+/// install side by side share a CRD installed once per cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CrdMode {
+    /// The bundle carries no CRD (`make install` / `bundle-tool crds` installs it).
+    Shared,
+    /// The CRD is in the bundle (single-version installs).
+    Owned,
+}
+
+impl CrdMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CrdMode::Shared => "shared",
+            CrdMode::Owned => "owned",
+        }
+    }
+}

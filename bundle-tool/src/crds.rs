@@ -1,0 +1,94 @@
+//! The shared CRD (installed once per cluster, outside the bundles) and the rule that a new
+//! release keeps it compatible with every released bundle.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::bundle::{CRD_FILE, CSV_FILE};
+use crate::error::ToolError;
+
+/// The CRD with every version this build serves.
+pub fn crd() -> Value {
+    serde_json::to_value(model_orchestra::crd::crd()).expect("the CRD serialises")
+}
+
+/// Checks `new` against every bundle under `bundles_dir`: each CRD version a released
+/// bundle serves is still served, and no field of a released schema is removed or
+/// retyped. Returns every violation.
+pub fn check_compatible(new: &Value, bundles_dir: &Path) -> Vec<String> {
+    let mut problems = Vec::new();
+    let Ok(entries) = std::fs::read_dir(bundles_dir) else { return problems };
+    let served: Vec<(&str, &Value)> = new["spec"]["versions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|v| v["served"] == true)
+        .filter_map(|v| Some((v["name"].as_str()?, &v["schema"]["openAPIV3Schema"])))
+        .collect();
+    let mut dirs: Vec<_> = entries.filter_map(Result::ok).map(|e| e.path()).filter(|p| p.is_dir()).collect();
+    dirs.sort();
+    for dir in dirs {
+        let release = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
+        let csv_path = dir.join("manifests").join(CSV_FILE);
+        if let Some(csv) = std::fs::read_to_string(&csv_path).ok().and_then(|t| serde_yaml::from_str::<Value>(&t).ok()) {
+            if let Some(v) = csv["metadata"]["annotations"]["models.titanml.co/crd-version"].as_str() {
+                if !served.iter().any(|(name, _)| *name == v) {
+                    problems.push(format!("bundles/{release} serves CRD version {v}, which the new CRD no longer serves"));
+                }
+            }
+        }
+        let crd_path = dir.join("manifests").join(CRD_FILE);
+        let Some(old) = std::fs::read_to_string(&crd_path).ok().and_then(|t| serde_yaml::from_str::<Value>(&t).ok()) else { continue };
+        for v in old["spec"]["versions"].as_array().into_iter().flatten().filter(|v| v["served"] == true) {
+            let name = v["name"].as_str().unwrap_or_default();
+            match served.iter().find(|(n, _)| *n == name) {
+                None => problems.push(format!("bundles/{release}: CRD version {name} is no longer served")),
+                Some((_, schema)) => schema_compatible(&v["schema"]["openAPIV3Schema"], schema, &format!("bundles/{release} {name}"), "", &mut problems),
+            }
+        }
+    }
+    problems
+}
+
+/// Every property of `old` exists in `new` with the same type.
+fn schema_compatible(old: &Value, new: &Value, release: &str, path: &str, problems: &mut Vec<String>) {
+    if old["type"] != new["type"] && !old["type"].is_null() {
+        problems.push(format!("{release}: {} changed type from {} to {}", display(path), old["type"], new["type"]));
+        return;
+    }
+    if let Some(props) = old["properties"].as_object() {
+        for (k, sub) in props {
+            let p = format!("{path}.{k}");
+            match new["properties"].get(k) {
+                None => problems.push(format!("{release}: {} was removed", display(&p))),
+                Some(n) => schema_compatible(sub, n, release, &p, problems),
+            }
+        }
+    }
+    if old["items"].is_object() {
+        schema_compatible(&old["items"], &new["items"], release, &format!("{path}[]"), problems);
+    }
+    if old["additionalProperties"].is_object() {
+        schema_compatible(&old["additionalProperties"], &new["additionalProperties"], release, &format!("{path}.*"), problems);
+    }
+}
+
+fn display(path: &str) -> &str {
+    if path.is_empty() {
+        "(root)"
+    } else {
+        path
+    }
+}
+
+pub fn refuse_incompatible(new: &Value, bundles_dir: &Path) -> Result<(), ToolError> {
+    let problems = check_compatible(new, bundles_dir);
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(ToolError::Invalid(format!(
+        "the CRD is not compatible with released bundles:\n  - {}\nkeep every served version and field (add new versions or optional fields instead)",
+        problems.join("\n  - ")
+    )))
+}

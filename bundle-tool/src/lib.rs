@@ -1,0 +1,7 @@
+//! bundle-tool: OLM artifacts for model-orchestra without Docker, operator-sdk or opm.
+//! The bundle's CSV is built from the operator library's own Deployment and ClusterRole.
+
+pub mod bundle;
+pub mod crds;
+pub mod error;
+pub mod metadata;

@@ -1,0 +1,119 @@
+//! Generating bundles: the checked-in release is what the generator produces, a released
+//! bundle never changes, and the CRD stays compatible with released bundles.
+
+use std::path::{Path, PathBuf};
+
+use bundle_tool::bundle::generate::{bundle_files, read_tree, write_bundle, GenerateOptions, WriteOutcome};
+use bundle_tool::bundle::{CrdMode, CRD_FILE, CSV_FILE};
+use bundle_tool::error::ToolError;
+
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path)
+}
+
+fn metadata() -> bundle_tool::metadata::OperatorMetadata {
+    bundle_tool::metadata::load(&repo("config/manifests/metadata.yaml")).unwrap()
+}
+
+fn options(version: &str, mode: CrdMode) -> GenerateOptions {
+    GenerateOptions {
+        version: semver::Version::parse(version).unwrap(),
+        crd_version: "v1alpha1".into(),
+        channels: vec!["stable".into()],
+        default_channel: Some("stable".into()),
+        image: "ghcr.io/titanml/model-orchestra-operator".into(),
+        crd_mode: mode,
+        claim_unlabeled: false,
+    }
+}
+
+fn temp(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("bt-generate-{test}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+#[test]
+fn the_checked_in_release_bundle_is_what_the_generator_produces() {
+    let files = bundle_files(&options("0.1.0", CrdMode::Shared), &metadata()).unwrap();
+    let checked_in = read_tree(&repo("bundles/0.1.0")).unwrap();
+    assert!(files == checked_in, "bundles/0.1.0 differs from the generator's output: run `make bundle VERSION=0.1.0` after deleting it if 0.1.0 was never published");
+}
+
+#[test]
+fn the_csv_installs_the_operator_deployment_with_its_routing_value_and_image() {
+    let files = bundle_files(&options("2.3.4", CrdMode::Shared), &metadata()).unwrap();
+    let csv: serde_json::Value = serde_yaml::from_str(&files[&format!("manifests/{CSV_FILE}")]).unwrap();
+    assert_eq!(csv["metadata"]["name"], "model-orchestra-operator.v2.3.4");
+    let deployment = &csv["spec"]["install"]["spec"]["deployments"][0];
+    assert_eq!(deployment["name"], "model-orchestra-operator-v2", "names carry the version line");
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(container["image"], "ghcr.io/titanml/model-orchestra-operator:v2.3.4");
+    let env = container["env"].as_array().unwrap();
+    assert!(env.iter().any(|e| e["name"] == "MODEL_ORCHESTRA_ROUTING" && e["value"] == "v2"));
+    assert_eq!(csv["spec"]["relatedImages"][0]["image"], "ghcr.io/titanml/model-orchestra-operator:v2.3.4");
+    let perms = &csv["spec"]["install"]["spec"]["clusterPermissions"][0];
+    assert_eq!(perms["serviceAccountName"], "model-orchestra-operator-v2");
+    let expected_rules = serde_json::to_value(model_orchestra::manifests::rbac::cluster_role("x").rules).unwrap();
+    assert_eq!(perms["rules"], expected_rules, "RBAC comes from the operator's one source");
+}
+
+#[test]
+fn shared_mode_leaves_the_crd_out_and_owned_mode_puts_it_in() {
+    let shared = bundle_files(&options("1.0.0", CrdMode::Shared), &metadata()).unwrap();
+    assert!(!shared.contains_key(&format!("manifests/{CRD_FILE}")));
+    let owned = bundle_files(&options("1.0.0", CrdMode::Owned), &metadata()).unwrap();
+    assert!(owned.contains_key(&format!("manifests/{CRD_FILE}")));
+}
+
+#[test]
+fn regenerating_an_identical_release_is_fine_and_a_different_one_is_refused_untouched() {
+    let dir = temp("immutable").join("1.0.0");
+    let files = bundle_files(&options("1.0.0", CrdMode::Shared), &metadata()).unwrap();
+    assert_eq!(write_bundle(&dir, &files).unwrap(), WriteOutcome::Created);
+    assert_eq!(write_bundle(&dir, &files).unwrap(), WriteOutcome::Unchanged);
+    let before = read_tree(&dir).unwrap();
+    let changed = bundle_files(&options("1.0.0", CrdMode::Owned), &metadata()).unwrap();
+    let err = write_bundle(&dir, &changed).unwrap_err();
+    assert!(matches!(err, ToolError::WouldChange { .. }), "{err}");
+    assert!(err.to_string().contains("released and would change"), "{err}");
+    assert_eq!(read_tree(&dir).unwrap(), before, "nothing was written");
+    std::fs::remove_dir_all(dir.parent().unwrap()).ok();
+}
+
+#[test]
+fn a_crd_that_drops_a_released_field_or_version_is_refused() {
+    let bundles = temp("compat");
+    let released = bundles.join("0.9.0");
+    write_bundle(&released, &bundle_files(&options("0.9.0", CrdMode::Owned), &metadata()).unwrap()).unwrap();
+    let current = bundle_tool::crds::crd();
+    assert!(bundle_tool::crds::check_compatible(&current, &bundles).is_empty(), "the same CRD is compatible");
+
+    let mut dropped = current.clone();
+    dropped["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        .as_object_mut()
+        .unwrap()
+        .remove("gateway");
+    let problems = bundle_tool::crds::check_compatible(&dropped, &bundles);
+    assert!(problems.iter().any(|p| p.contains(".spec.gateway was removed")), "{problems:?}");
+
+    let mut renamed = current.clone();
+    renamed["spec"]["versions"][0]["name"] = "v1beta1".into();
+    let problems = bundle_tool::crds::check_compatible(&renamed, &bundles);
+    assert!(problems.iter().any(|p| p.contains("no longer serves")), "{problems:?}");
+    std::fs::remove_dir_all(&bundles).ok();
+}
+
+#[test]
+fn the_cli_names_the_file_and_field_of_each_validation_error() {
+    let dir = temp("cli");
+    std::fs::create_dir_all(dir.join("manifests")).unwrap();
+    std::fs::create_dir_all(dir.join("metadata")).unwrap();
+    std::fs::write(dir.join("metadata/annotations.yaml"), "annotations:\n  operators.operatorframework.io.bundle.mediatype.v1: registry+v1\n").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_bundle-tool")).args(["bundle", "validate"]).arg(&dir).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("metadata/annotations.yaml: annotations.operators.operatorframework.io.bundle.package.v1: missing annotation"), "{stderr}");
+    assert!(stderr.contains("no ClusterServiceVersion"), "{stderr}");
+    std::fs::remove_dir_all(&dir).ok();
+}

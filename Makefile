@@ -10,11 +10,14 @@ CHANNELS ?= stable
 DEFAULT_CHANNEL ?= stable
 CRD_MODE ?= shared
 BUNDLE_TOOL := target/debug/bundle-tool
+BUNDLE_IMG ?= $(IMAGE_TAG_BASE)-bundle:v$(VERSION)
+STATIC_TARGET := x86_64-unknown-linux-gnu
+STATIC_BIN := target/$(STATIC_TARGET)/release/model-orchestra-operator
 KUBECTL ?= kubectl
 # Arguments for `make run`, e.g. RUN_ARGS="--routing v1".
 RUN_ARGS ?= --claim-unlabeled --metrics-addr 127.0.0.1:8080
 
-.PHONY: all build test render crd generate bench install uninstall deploy undeploy run testserver bench-operator bundle crds
+.PHONY: all build test render crd generate bench install uninstall deploy undeploy run testserver bench-operator bundle crds static bundle-build-push docker-build
 
 all: build
 
@@ -86,3 +89,18 @@ bundle: build
 ## crds: print the shared CRD (every served version); `make install` applies it
 crds: build
 	$(BUNDLE_TOOL) crds
+
+## static: the operator as a static binary (glibc, crt-static) for a FROM-scratch image
+static:
+	RUSTFLAGS='-C target-feature=+crt-static' $(CARGO) build --release --target $(STATIC_TARGET) -p model-orchestra-operator
+
+## bundle-build-push: static binary -> operator image (IMG), bundle -> bundle image (BUNDLE_IMG),
+## pushed with oci-client (no Docker). Loopback registries use plain HTTP; others need
+## REGISTRY_USERNAME/REGISTRY_PASSWORD or ~/.docker/config.json.
+bundle-build-push: bundle static
+	$(BUNDLE_TOOL) image build --binary $(STATIC_BIN) --push $(IMG)
+	$(BUNDLE_TOOL) bundle build bundles/$(VERSION) --push $(BUNDLE_IMG)
+
+## docker-build: optional, for people with Docker: the same bundle image from bundle.Dockerfile
+docker-build:
+	docker build -f bundles/$(VERSION)/bundle.Dockerfile -t $(BUNDLE_IMG) bundles/$(VERSION)

@@ -3,6 +3,8 @@
 # for Debian packages, the system). Idempotent: a second run is a quick no-op.
 #   - kubernetes-validate (PyPI): the real Kubernetes OpenAPI schemas, offline.
 #   - kubectl (Debian): drives the loopback kube-testserver in its tests.
+#   - docker-registry, skopeo (Debian): a real OCI registry on 127.0.0.1 for bundle-tool's
+#     pushes, and an independent client to check what was pushed.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 tools="$root/target/tools"
@@ -20,6 +22,8 @@ ln -sf "$venv/bin/kubernetes-validate" "$tools/bin/kubernetes-validate"
 # Debian packages the tests drive as independent clients.
 missing=()
 command -v kubectl >/dev/null || missing+=(kubectl)
+command -v docker-registry >/dev/null || missing+=(docker-registry)
+command -v skopeo >/dev/null || missing+=(skopeo)
 if ((${#missing[@]})); then
   echo "install-test-deps: apt-get install ${missing[*]}" >&2
   sudo_cmd=(); [ "$(id -u)" = 0 ] || sudo_cmd=(sudo)

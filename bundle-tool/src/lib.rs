@@ -4,4 +4,5 @@
 pub mod bundle;
 pub mod crds;
 pub mod error;
+pub mod image;
 pub mod metadata;

@@ -23,6 +23,46 @@ enum Command {
     Bundle(BundleCommand),
     /// Print the shared CRD (every served version), installed once per cluster.
     Crds,
+    /// Container images.
+    #[command(subcommand)]
+    Image(ImageCommand),
+}
+
+#[derive(clap::Args)]
+struct Output {
+    /// Push to this reference (registry/repository:tag).
+    #[arg(long, conflicts_with = "oci_layout", required_unless_present = "oci_layout")]
+    push: Option<String>,
+    /// Write an OCI image layout to this directory (tagged with --tag).
+    #[arg(long, value_name = "PATH")]
+    oci_layout: Option<PathBuf>,
+    /// The tag inside the OCI layout.
+    #[arg(long, default_value = "latest")]
+    tag: String,
+    /// Plain HTTP to the registry (loopback registries always use it).
+    #[arg(long, env = "REGISTRY_INSECURE")]
+    insecure: bool,
+    /// Overwrite a tag that already names different content.
+    #[arg(long)]
+    force: bool,
+    #[arg(long, env = "REGISTRY_USERNAME")]
+    username: Option<String>,
+    #[arg(long, env = "REGISTRY_PASSWORD", hide_env_values = true)]
+    password: Option<String>,
+}
+
+#[derive(Subcommand)]
+enum ImageCommand {
+    /// The operator image: the binary (build it static) as entrypoint, non-root.
+    Build {
+        #[arg(long)]
+        binary: PathBuf,
+        /// CA bundle to include at /etc/ssl/certs/ca-certificates.crt.
+        #[arg(long, default_value = "/etc/ssl/certs/ca-certificates.crt")]
+        ca_bundle: PathBuf,
+        #[command(flatten)]
+        output: Output,
+    },
 }
 
 #[derive(Subcommand)]
@@ -57,6 +97,12 @@ enum BundleCommand {
     },
     /// Validate a bundle directory; exits non-zero on any error.
     Validate { dir: PathBuf },
+    /// Build the bundle image (FROM scratch: /manifests, /metadata, annotations as labels).
+    Build {
+        dir: PathBuf,
+        #[command(flatten)]
+        output: Output,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -66,6 +112,8 @@ enum Mode {
 }
 
 fn main() -> ExitCode {
+    // kube and oci-client both use rustls; pick the crypto provider before either starts.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -97,6 +145,21 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let findings = validate(&dir);
             report(&dir, &findings)?;
         }
+        Command::Bundle(BundleCommand::Build { dir, output }) => {
+            let findings = validate(&dir);
+            report(&dir, &findings)?;
+            let image = bundle_tool::image::bundle_image(&dir)?;
+            emit(&image, &output)?;
+        }
+        Command::Image(ImageCommand::Build { binary, ca_bundle, output }) => {
+            let bytes = std::fs::read(&binary).with_context(|| format!("{}: cannot read the operator binary", binary.display()))?;
+            let ca = std::fs::read(&ca_bundle).ok();
+            if ca.is_none() {
+                eprintln!("warning: {}: no CA bundle; the image will trust no TLS certificates", ca_bundle.display());
+            }
+            let image = bundle_tool::image::operator_image(&bytes, ca.as_deref());
+            emit(&image, &output)?;
+        }
         Command::Bundle(BundleCommand::Validate { dir }) => {
             let findings = validate(&dir);
             report(&dir, &findings)?;
@@ -113,6 +176,36 @@ fn report(dir: &std::path::Path, findings: &[bundle_tool::bundle::validate::Find
     let errors = findings.iter().filter(|f| f.severity == Severity::Error).count();
     if errors > 0 {
         anyhow::bail!("{}: {errors} validation error(s)", dir.display());
+    }
+    Ok(())
+}
+
+fn emit(image: &bundle_tool::image::Image, output: &Output) -> anyhow::Result<()> {
+    if let Some(dir) = &output.oci_layout {
+        bundle_tool::image::layout::write(image, dir, &output.tag)?;
+        println!("{}", image.manifest.digest);
+        eprintln!("wrote OCI layout {}:{} ({})", dir.display(), output.tag, image.manifest.digest);
+        return Ok(());
+    }
+    let reference = output.push.as_deref().expect("clap requires --push or --oci-layout");
+    let opts = bundle_tool::image::push::PushOptions {
+        insecure: output.insecure,
+        force: output.force,
+        username: output.username.clone(),
+        password: output.password.clone(),
+        docker_config: None,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    eprintln!("pushing {reference}");
+    match runtime.block_on(bundle_tool::image::push::push(image, reference, &opts))? {
+        bundle_tool::image::push::Pushed::Uploaded(d) => {
+            println!("{d}");
+            eprintln!("pushed {reference}@{d}");
+        }
+        bundle_tool::image::push::Pushed::AlreadyThere(d) => {
+            println!("{d}");
+            eprintln!("{reference} already is {d}");
+        }
     }
     Ok(())
 }

@@ -1,0 +1,180 @@
+//! OCI images without Docker: reproducible layers, image config and manifest built in
+//! memory, then written as an OCI layout ([`layout`]) or pushed with oci-client ([`push`]).
+
+pub mod layout;
+pub mod push;
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use bytes::Bytes;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
+pub const CONFIG_MEDIA_TYPE: &str = "application/vnd.oci.image.config.v1+json";
+pub const LAYER_MEDIA_TYPE: &str = "application/vnd.oci.image.layer.v1.tar+gzip";
+
+pub fn sha256_digest(data: &[u8]) -> String {
+    format!("sha256:{}", Sha256::digest(data).iter().map(|b| format!("{b:02x}")).collect::<String>())
+}
+
+/// A content-addressed blob.
+#[derive(Debug, Clone)]
+pub struct Blob {
+    pub media_type: String,
+    pub data: Bytes,
+    pub digest: String,
+}
+
+impl Blob {
+    fn new(media_type: &str, data: Vec<u8>) -> Blob {
+        let digest = sha256_digest(&data);
+        Blob { media_type: media_type.into(), data: Bytes::from(data), digest }
+    }
+
+    fn descriptor(&self) -> Value {
+        json!({"mediaType": self.media_type, "digest": self.digest, "size": self.data.len()})
+    }
+}
+
+/// A file in a layer.
+#[derive(Debug, Clone)]
+pub struct File {
+    /// Path inside the image, without a leading `/`.
+    pub path: String,
+    pub mode: u32,
+    pub data: Vec<u8>,
+}
+
+/// A built image: layers and config first, the manifest last (the push order too).
+#[derive(Debug, Clone)]
+pub struct Image {
+    pub layers: Vec<Blob>,
+    pub config: Blob,
+    pub manifest: Blob,
+}
+
+/// What goes into the image config besides the layers.
+#[derive(Debug, Clone, Default)]
+pub struct ImageConfig {
+    pub labels: BTreeMap<String, String>,
+    pub entrypoint: Option<Vec<String>>,
+    pub user: Option<String>,
+    pub env: Vec<String>,
+}
+
+/// A reproducible gzip'd tar of `files` (sorted, parent directories added, mtime 0, root
+/// owned): the same files always give the same digest. Returns (tar.gz, diff_id).
+pub fn layer(files: &[File]) -> (Vec<u8>, String) {
+    let mut entries: BTreeMap<String, Option<&File>> = BTreeMap::new();
+    for f in files {
+        let mut dir = String::new();
+        for part in f.path.split('/').collect::<Vec<_>>().split_last().map(|(_, d)| d).unwrap_or(&[]) {
+            dir.push_str(part);
+            dir.push('/');
+            entries.entry(dir.clone()).or_insert(None);
+        }
+        entries.insert(f.path.clone(), Some(f));
+    }
+    let mut builder = tar::Builder::new(Vec::new());
+    builder.mode(tar::HeaderMode::Deterministic);
+    for (path, file) in &entries {
+        let mut header = tar::Header::new_gnu();
+        header.set_mtime(0);
+        header.set_uid(0);
+        header.set_gid(0);
+        match file {
+            None => {
+                header.set_entry_type(tar::EntryType::Directory);
+                header.set_mode(0o755);
+                header.set_size(0);
+                builder.append_data(&mut header, path, std::io::empty()).expect("in-memory tar");
+            }
+            Some(f) => {
+                header.set_entry_type(tar::EntryType::Regular);
+                header.set_mode(f.mode);
+                header.set_size(f.data.len() as u64);
+                builder.append_data(&mut header, path, f.data.as_slice()).expect("in-memory tar");
+            }
+        }
+    }
+    let tar = builder.into_inner().expect("in-memory tar");
+    let diff_id = sha256_digest(&tar);
+    let mut gz = flate2::GzBuilder::new().mtime(0).write(Vec::new(), flate2::Compression::default());
+    gz.write_all(&tar).expect("in-memory gzip");
+    (gz.finish().expect("in-memory gzip"), diff_id)
+}
+
+/// Assembles an image for linux/amd64 from layers of files.
+pub fn build(config: &ImageConfig, layers: &[Vec<File>]) -> Image {
+    let built: Vec<(Vec<u8>, String)> = layers.iter().map(|files| layer(files)).collect();
+    let mut inner = json!({});
+    if !config.labels.is_empty() {
+        inner["Labels"] = json!(config.labels);
+    }
+    if let Some(e) = &config.entrypoint {
+        inner["Entrypoint"] = json!(e);
+    }
+    if let Some(u) = &config.user {
+        inner["User"] = json!(u);
+    }
+    if !config.env.is_empty() {
+        inner["Env"] = json!(config.env);
+    }
+    let config_json = json!({
+        "architecture": "amd64",
+        "os": "linux",
+        "config": inner,
+        "rootfs": {"type": "layers", "diff_ids": built.iter().map(|(_, d)| d.clone()).collect::<Vec<_>>()},
+        "history": built.iter().map(|_| json!({"created_by": concat!("bundle-tool ", env!("CARGO_PKG_VERSION"))})).collect::<Vec<_>>(),
+    });
+    let config_blob = Blob::new(CONFIG_MEDIA_TYPE, serde_json::to_vec(&config_json).expect("JSON"));
+    let layer_blobs: Vec<Blob> = built.into_iter().map(|(data, _)| Blob::new(LAYER_MEDIA_TYPE, data)).collect();
+    let manifest = json!({
+        "schemaVersion": 2,
+        "mediaType": MANIFEST_MEDIA_TYPE,
+        "config": config_blob.descriptor(),
+        "layers": layer_blobs.iter().map(Blob::descriptor).collect::<Vec<_>>(),
+    });
+    let manifest = Blob::new(MANIFEST_MEDIA_TYPE, serde_json::to_vec(&manifest).expect("JSON"));
+    Image { layers: layer_blobs, config: config_blob, manifest }
+}
+
+/// The bundle image: FROM scratch, one layer with `/manifests` and `/metadata`, the
+/// annotations as labels.
+pub fn bundle_image(bundle_dir: &std::path::Path) -> Result<Image, crate::error::ToolError> {
+    let tree = crate::bundle::generate::read_tree(bundle_dir)?;
+    let files: Vec<File> = tree
+        .iter()
+        .filter(|(p, _)| p.starts_with("manifests/") || p.starts_with("metadata/"))
+        .map(|(p, content)| File { path: p.clone(), mode: 0o644, data: content.as_bytes().to_vec() })
+        .collect();
+    let annotations_file = bundle_dir.join("metadata/annotations.yaml");
+    let annotations: Value = serde_yaml::from_str(tree.get("metadata/annotations.yaml").map(String::as_str).unwrap_or_default())
+        .map_err(|e| crate::error::ToolError::Field { file: annotations_file.clone(), field: "annotations".into(), message: e.to_string(), fix: "run `bundle-tool bundle validate`".into() })?;
+    let labels: BTreeMap<String, String> = annotations["annotations"]
+        .as_object()
+        .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect())
+        .unwrap_or_default();
+    Ok(build(&ImageConfig { labels, ..Default::default() }, &[files]))
+}
+
+/// The operator image: the (static) binary as entrypoint, run as a non-root user, with a
+/// CA bundle (a static binary still reads one to trust the API server and registries).
+pub fn operator_image(binary: &[u8], ca_bundle: Option<&[u8]>) -> Image {
+    let config = ImageConfig {
+        labels: BTreeMap::from([
+            ("org.opencontainers.image.title".to_string(), "model-orchestra-operator".to_string()),
+            ("org.opencontainers.image.version".to_string(), env!("CARGO_PKG_VERSION").to_string()),
+        ]),
+        entrypoint: Some(vec!["/model-orchestra-operator".into()]),
+        user: Some("65532:65532".into()),
+        env: if ca_bundle.is_some() { vec!["SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt".into()] } else { vec![] },
+    };
+    let mut files = vec![File { path: "model-orchestra-operator".into(), mode: 0o755, data: binary.to_vec() }];
+    if let Some(ca) = ca_bundle {
+        files.push(File { path: "etc/ssl/certs/ca-certificates.crt".into(), mode: 0o644, data: ca.to_vec() });
+    }
+    build(&config, &[files])
+}

@@ -1,0 +1,173 @@
+//! Images against real parts: Debian's `docker-registry` on 127.0.0.1 (ephemeral port) and
+//! `skopeo` as the independent client. `make test` installs both
+//! (scripts/install-test-deps.sh); without them these tests fail rather than pass.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn tool() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_bundle-tool"))
+}
+
+fn run(cmd: &mut Command) -> Output {
+    let out = cmd.output().expect("spawn");
+    assert!(out.status.success(), "{cmd:?} failed:\n{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    out
+}
+
+fn skopeo(args: &[&str]) -> Value {
+    let out = run(Command::new("skopeo").args(args));
+    serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+}
+
+struct Temp(PathBuf);
+
+impl Temp {
+    fn new(tag: &str) -> Temp {
+        let p = std::env::temp_dir().join(format!("bt-images-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Temp(p)
+    }
+}
+
+impl Drop for Temp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `docker-registry serve` on 127.0.0.1 with an ephemeral port and its own storage; stopped on drop.
+struct Registry {
+    child: Child,
+    addr: String,
+    _dir: Temp,
+}
+
+impl Registry {
+    fn start(tag: &str) -> Registry {
+        let dir = Temp::new(&format!("registry-{tag}"));
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let addr = format!("127.0.0.1:{port}");
+        let config = dir.0.join("config.yml");
+        std::fs::write(&config, "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: /nonexistent\nhttp:\n  addr: 127.0.0.1:5000\n").unwrap();
+        let child = Command::new("docker-registry")
+            .arg("serve")
+            .arg(&config)
+            .env("REGISTRY_HTTP_ADDR", &addr)
+            .env("REGISTRY_STORAGE_FILESYSTEM_ROOTDIRECTORY", dir.0.join("data"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("docker-registry is not on PATH: run `make test` (scripts/install-test-deps.sh installs it)");
+        let start = Instant::now();
+        while std::net::TcpStream::connect(&addr).is_err() {
+            assert!(start.elapsed() < Duration::from_secs(20), "docker-registry did not start on {addr}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Registry { child, addr, _dir: dir }
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A generated, valid bundle directory.
+fn bundle(dir: &Path, version: &str) -> PathBuf {
+    let meta = concat!(env!("CARGO_MANIFEST_DIR"), "/../config/manifests/metadata.yaml");
+    run(tool().args(["bundle", "generate", "--version", version, "--metadata", meta, "--image", "127.0.0.1/op", "--output"]).arg(dir));
+    dir.join(version)
+}
+
+#[test]
+fn a_pushed_bundle_image_carries_the_annotations_as_labels_and_round_trips_through_skopeo() {
+    let registry = Registry::start("bundle");
+    let work = Temp::new("bundle");
+    let dir = bundle(&work.0, "1.0.0");
+    let reference = format!("{}/model-orchestra/bundle:v1.0.0", registry.addr);
+    let digest = String::from_utf8(run(tool().args(["bundle", "build"]).arg(&dir).args(["--push", &reference])).stdout).unwrap().trim().to_string();
+
+    let inspect = skopeo(&["inspect", "--tls-verify=false", &format!("docker://{reference}")]);
+    assert_eq!(inspect["Digest"], digest.as_str());
+    assert_eq!(inspect["Labels"]["operators.operatorframework.io.bundle.package.v1"], "model-orchestra-operator");
+    assert_eq!(inspect["Labels"]["operators.operatorframework.io.bundle.mediatype.v1"], "registry+v1");
+    assert_eq!(inspect["Layers"].as_array().unwrap().len(), 1);
+    let raw = skopeo(&["inspect", "--raw", "--tls-verify=false", &format!("docker://{reference}")]);
+    assert_eq!(raw["mediaType"], "application/vnd.oci.image.manifest.v1+json");
+    assert_eq!(raw["layers"][0]["mediaType"], "application/vnd.oci.image.layer.v1.tar+gzip");
+
+    // Content round trip: copy to an OCI directory and unpack the layer.
+    let copy = work.0.join("copy");
+    run(Command::new("skopeo").args(["copy", "--src-tls-verify=false", &format!("docker://{reference}")]).arg(format!("oci:{}:v1.0.0", copy.display())));
+    let layer = raw["layers"][0]["digest"].as_str().unwrap().trim_start_matches("sha256:").to_string();
+    let unpacked = work.0.join("unpacked");
+    std::fs::create_dir_all(&unpacked).unwrap();
+    run(Command::new("tar").arg("-xzf").arg(copy.join("blobs/sha256").join(&layer)).arg("-C").arg(&unpacked));
+    for file in ["manifests/model-orchestra-operator.clusterserviceversion.yaml", "metadata/annotations.yaml"] {
+        assert_eq!(std::fs::read(unpacked.join(file)).unwrap(), std::fs::read(dir.join(file)).unwrap(), "{file}");
+    }
+}
+
+#[test]
+fn pushing_a_tag_that_names_different_content_is_refused_unless_forced() {
+    let registry = Registry::start("immutable");
+    let work = Temp::new("immutable");
+    let first = bundle(&work.0, "1.0.0");
+    let second = bundle(&work.0, "1.0.1");
+    let reference = format!("{}/model-orchestra/bundle:v1.0.0", registry.addr);
+    run(tool().args(["bundle", "build"]).arg(&first).args(["--push", &reference]));
+    // The same content again is fine.
+    run(tool().args(["bundle", "build"]).arg(&first).args(["--push", &reference]));
+    let before = skopeo(&["inspect", "--tls-verify=false", &format!("docker://{reference}")])["Digest"].clone();
+    let refused = tool().args(["bundle", "build"]).arg(&second).args(["--push", &reference]).output().unwrap();
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("a published tag never changes"), "{}", String::from_utf8_lossy(&refused.stderr));
+    assert_eq!(skopeo(&["inspect", "--tls-verify=false", &format!("docker://{reference}")])["Digest"], before, "the tag is unchanged");
+    run(tool().args(["bundle", "build"]).arg(&second).args(["--push", &reference, "--force"]));
+    assert_ne!(skopeo(&["inspect", "--tls-verify=false", &format!("docker://{reference}")])["Digest"], before);
+}
+
+#[test]
+fn the_oci_layout_output_is_readable_by_skopeo_and_reproducible() {
+    let work = Temp::new("layout");
+    let dir = bundle(&work.0, "1.0.0");
+    let layout = work.0.join("layout");
+    let digest = String::from_utf8(run(tool().args(["bundle", "build"]).arg(&dir).arg("--oci-layout").arg(&layout).args(["--tag", "v1.0.0"])).stdout).unwrap();
+    let inspect = skopeo(&["inspect", &format!("oci:{}:v1.0.0", layout.display())]);
+    assert_eq!(inspect["Labels"]["operators.operatorframework.io.bundle.channels.v1"], "stable");
+    assert_eq!(inspect["Digest"], digest.trim());
+    let again = String::from_utf8(run(tool().args(["bundle", "build"]).arg(&dir).arg("--oci-layout").arg(work.0.join("again"))).stdout).unwrap();
+    assert_eq!(digest, again, "same bundle, same digest");
+}
+
+#[test]
+fn the_operator_image_runs_its_binary_as_a_non_root_entrypoint() {
+    let registry = Registry::start("operator");
+    let work = Temp::new("operator");
+    // The operator binary when the workspace built it (`make test`), else this crate's.
+    let operator = Path::new(env!("CARGO_BIN_EXE_bundle-tool")).with_file_name("model-orchestra-operator");
+    let binary = if operator.exists() { operator.to_string_lossy().into_owned() } else { env!("CARGO_BIN_EXE_bundle-tool").to_string() };
+    let binary = binary.as_str();
+    let reference = format!("{}/model-orchestra/operator:v1.0.0", registry.addr);
+    run(tool().args(["image", "build", "--binary", binary, "--push", &reference]));
+    let config = skopeo(&["inspect", "--config", "--tls-verify=false", &format!("docker://{reference}")]);
+    assert_eq!(config["config"]["Entrypoint"][0], "/model-orchestra-operator");
+    assert_eq!(config["config"]["User"], "65532:65532");
+    let raw = skopeo(&["inspect", "--raw", "--tls-verify=false", &format!("docker://{reference}")]);
+    let copy = work.0.join("copy");
+    run(Command::new("skopeo").args(["copy", "--src-tls-verify=false", &format!("docker://{reference}")]).arg(format!("oci:{}:x", copy.display())));
+    let layer = raw["layers"][0]["digest"].as_str().unwrap().trim_start_matches("sha256:").to_string();
+    let root = work.0.join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    run(Command::new("tar").arg("-xzf").arg(copy.join("blobs/sha256").join(layer)).arg("-C").arg(&root));
+    let help = run(Command::new(root.join("model-orchestra-operator")).arg("--help"));
+    assert!(String::from_utf8_lossy(&help.stdout).contains("Usage"), "the extracted entrypoint runs");
+}

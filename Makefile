@@ -10,6 +10,7 @@ CHANNELS ?= stable
 DEFAULT_CHANNEL ?= stable
 CRD_MODE ?= shared
 BUNDLE_TOOL := target/debug/bundle-tool
+BUNDLES_DIR ?= bundles
 BUNDLE_IMG ?= $(IMAGE_TAG_BASE)-bundle:v$(VERSION)
 STATIC_TARGET := x86_64-unknown-linux-gnu
 STATIC_BIN := target/$(STATIC_TARGET)/release/model-orchestra-operator
@@ -30,6 +31,7 @@ build:
 test:
 	scripts/install-test-deps.sh
 	PATH="$(CURDIR)/target/tools/bin:$$PATH" $(CARGO) test --workspace
+	scripts/bundle-push-e2e.sh
 
 ## render: render the sample ModelOrchestra offline (no cluster needed)
 render:
@@ -83,8 +85,8 @@ bench:
 ## bundle: generate bundles/$(VERSION) (CSV from the operator's Deployment and RBAC) and validate it.
 ## A released bundle never changes: regenerating with different content is refused.
 bundle: build
-	$(BUNDLE_TOOL) bundle generate --version $(VERSION) --crd-version $(CRD_VERSION) --channels $(CHANNELS) --default-channel $(DEFAULT_CHANNEL) --image $(IMAGE_TAG_BASE) --crd-mode $(CRD_MODE)
-	$(BUNDLE_TOOL) bundle validate bundles/$(VERSION)
+	$(BUNDLE_TOOL) bundle generate --version $(VERSION) --crd-version $(CRD_VERSION) --channels $(CHANNELS) --default-channel $(DEFAULT_CHANNEL) --image $(IMAGE_TAG_BASE) --crd-mode $(CRD_MODE) --output $(BUNDLES_DIR)
+	$(BUNDLE_TOOL) bundle validate $(BUNDLES_DIR)/$(VERSION)
 
 ## crds: print the shared CRD (every served version); `make install` applies it
 crds: build
@@ -99,7 +101,7 @@ static:
 ## REGISTRY_USERNAME/REGISTRY_PASSWORD or ~/.docker/config.json.
 bundle-build-push: bundle static
 	$(BUNDLE_TOOL) image build --binary $(STATIC_BIN) --push $(IMG)
-	$(BUNDLE_TOOL) bundle build bundles/$(VERSION) --push $(BUNDLE_IMG)
+	$(BUNDLE_TOOL) bundle build $(BUNDLES_DIR)/$(VERSION) --push $(BUNDLE_IMG)
 
 ## docker-build: optional, for people with Docker: the same bundle image from bundle.Dockerfile
 docker-build:

@@ -135,8 +135,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 Mode::Owned => CrdMode::Owned,
             };
             let opts = GenerateOptions { version: version.clone(), crd_version, channels, default_channel, image, crd_mode, claim_unlabeled };
-            bundle_tool::crds::refuse_incompatible(&bundle_tool::crds::crd(), &output)?;
-            let files = bundle_files(&opts, &meta)?;
+            let crd = bundle_tool::crds::crd();
+            bundle_tool::crds::refuse_incompatible(&crd, &output)?;
+            let files = bundle_files(&opts, &meta, &crd)?;
             let dir = output.join(version.to_string());
             match write_bundle(&dir, &files)? {
                 WriteOutcome::Created => eprintln!("wrote {}", dir.display()),

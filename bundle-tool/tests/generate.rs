@@ -35,14 +35,14 @@ fn temp(test: &str) -> PathBuf {
 
 #[test]
 fn the_checked_in_release_bundle_is_what_the_generator_produces() {
-    let files = bundle_files(&options("0.1.0", CrdMode::Shared), &metadata()).unwrap();
+    let files = bundle_files(&options("0.1.0", CrdMode::Shared), &metadata(), &bundle_tool::crds::crd()).unwrap();
     let checked_in = read_tree(&repo("bundles/0.1.0")).unwrap();
     assert!(files == checked_in, "bundles/0.1.0 differs from the generator's output: run `make bundle VERSION=0.1.0` after deleting it if 0.1.0 was never published");
 }
 
 #[test]
 fn the_csv_installs_the_operator_deployment_with_its_routing_value_and_image() {
-    let files = bundle_files(&options("2.3.4", CrdMode::Shared), &metadata()).unwrap();
+    let files = bundle_files(&options("2.3.4", CrdMode::Shared), &metadata(), &bundle_tool::crds::crd()).unwrap();
     let csv: serde_json::Value = serde_yaml::from_str(&files[&format!("manifests/{CSV_FILE}")]).unwrap();
     assert_eq!(csv["metadata"]["name"], "model-orchestra-operator.v2.3.4");
     let deployment = &csv["spec"]["install"]["spec"]["deployments"][0];
@@ -60,20 +60,20 @@ fn the_csv_installs_the_operator_deployment_with_its_routing_value_and_image() {
 
 #[test]
 fn shared_mode_leaves_the_crd_out_and_owned_mode_puts_it_in() {
-    let shared = bundle_files(&options("1.0.0", CrdMode::Shared), &metadata()).unwrap();
+    let shared = bundle_files(&options("1.0.0", CrdMode::Shared), &metadata(), &bundle_tool::crds::crd()).unwrap();
     assert!(!shared.contains_key(&format!("manifests/{CRD_FILE}")));
-    let owned = bundle_files(&options("1.0.0", CrdMode::Owned), &metadata()).unwrap();
+    let owned = bundle_files(&options("1.0.0", CrdMode::Owned), &metadata(), &bundle_tool::crds::crd()).unwrap();
     assert!(owned.contains_key(&format!("manifests/{CRD_FILE}")));
 }
 
 #[test]
 fn regenerating_an_identical_release_is_fine_and_a_different_one_is_refused_untouched() {
     let dir = temp("immutable").join("1.0.0");
-    let files = bundle_files(&options("1.0.0", CrdMode::Shared), &metadata()).unwrap();
+    let files = bundle_files(&options("1.0.0", CrdMode::Shared), &metadata(), &bundle_tool::crds::crd()).unwrap();
     assert_eq!(write_bundle(&dir, &files).unwrap(), WriteOutcome::Created);
     assert_eq!(write_bundle(&dir, &files).unwrap(), WriteOutcome::Unchanged);
     let before = read_tree(&dir).unwrap();
-    let changed = bundle_files(&options("1.0.0", CrdMode::Owned), &metadata()).unwrap();
+    let changed = bundle_files(&options("1.0.0", CrdMode::Owned), &metadata(), &bundle_tool::crds::crd()).unwrap();
     let err = write_bundle(&dir, &changed).unwrap_err();
     assert!(matches!(err, ToolError::WouldChange { .. }), "{err}");
     assert!(err.to_string().contains("released and would change"), "{err}");
@@ -85,7 +85,7 @@ fn regenerating_an_identical_release_is_fine_and_a_different_one_is_refused_unto
 fn a_crd_that_drops_a_released_field_or_version_is_refused() {
     let bundles = temp("compat");
     let released = bundles.join("0.9.0");
-    write_bundle(&released, &bundle_files(&options("0.9.0", CrdMode::Owned), &metadata()).unwrap()).unwrap();
+    write_bundle(&released, &bundle_files(&options("0.9.0", CrdMode::Owned), &metadata(), &bundle_tool::crds::crd()).unwrap()).unwrap();
     let current = bundle_tool::crds::crd();
     assert!(bundle_tool::crds::check_compatible(&current, &bundles).is_empty(), "the same CRD is compatible");
 

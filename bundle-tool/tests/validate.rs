@@ -35,7 +35,7 @@ fn options(mode: CrdMode) -> GenerateOptions {
 fn bundle(test: &str) -> Dir {
     let dir = std::env::temp_dir().join(format!("bt-validate-{test}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    write_bundle(&dir, &bundle_files(&options(CrdMode::Owned), &metadata()).unwrap()).unwrap();
+    write_bundle(&dir, &bundle_files(&options(CrdMode::Owned), &metadata(), &bundle_tool::crds::crd()).unwrap()).unwrap();
     Dir(dir)
 }
 
@@ -64,7 +64,7 @@ fn generated_bundles_are_valid_in_both_crd_modes() {
     for mode in [CrdMode::Owned, CrdMode::Shared] {
         let dir = std::env::temp_dir().join(format!("bt-valid-{}-{}", mode.as_str(), std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        write_bundle(&dir, &bundle_files(&options(mode), &metadata()).unwrap()).unwrap();
+        write_bundle(&dir, &bundle_files(&options(mode), &metadata(), &bundle_tool::crds::crd()).unwrap()).unwrap();
         let d = Dir(dir);
         let findings = validate(&d.0);
         assert!(findings.is_empty(), "{mode:?}: {findings:?}");

@@ -45,8 +45,8 @@ pub fn csv_name(package: &str, version: &semver::Version) -> String {
 }
 
 /// Every file of the bundle, by path relative to the bundle directory.
-pub fn bundle_files(opts: &GenerateOptions, meta: &OperatorMetadata) -> Result<BTreeMap<String, String>, ToolError> {
-    let crd = serde_json::to_value(model_orchestra::crd::crd()).expect("the CRD serialises");
+/// `crd` is the CRD this release ships ([`crate::crds::crd`]).
+pub fn bundle_files(opts: &GenerateOptions, meta: &OperatorMetadata, crd: &Value) -> Result<BTreeMap<String, String>, ToolError> {
     let served: Vec<&str> = crd["spec"]["versions"].as_array().into_iter().flatten().filter_map(|v| v["name"].as_str()).collect();
     if !served.contains(&opts.crd_version.as_str()) {
         return Err(ToolError::Invalid(format!(
@@ -65,9 +65,9 @@ pub fn bundle_files(opts: &GenerateOptions, meta: &OperatorMetadata) -> Result<B
         }
     }
     let mut files = BTreeMap::new();
-    files.insert(format!("manifests/{CSV_FILE}"), yaml(&csv(opts, meta, &crd)));
+    files.insert(format!("manifests/{CSV_FILE}"), yaml(&csv(opts, meta, crd)));
     if opts.crd_mode == CrdMode::Owned {
-        files.insert(format!("manifests/{CRD_FILE}"), yaml(&crd));
+        files.insert(format!("manifests/{CRD_FILE}"), yaml(crd));
     }
     let annotations = annotations::for_bundle(&meta.package_name, &channels, opts.default_channel.as_deref());
     files.insert("metadata/annotations.yaml".into(), yaml(&json!({ "annotations": annotations })));

@@ -176,7 +176,8 @@ pub async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Respo
         if verb == "patch" && content_type.starts_with("application/apply-patch") {
             verb = "apply";
         }
-        match route(&shared, &method, &path, &query, &accept, &content_type, &user_agent, &body, &faults) {
+        let req = ApiRequest { method: &method, path: &path, query: &query, accept: &accept, content_type: &content_type, user_agent: &user_agent, body: &body };
+        match route(&shared, &req, &faults) {
             Ok(r) => r,
             Err(e) => error_response(&e),
         }
@@ -224,18 +225,19 @@ fn control(shared: &Shared, method: &Method, rest: &str, body: &[u8]) -> Respons
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn route(
-    shared: &Arc<Shared>,
-    method: &Method,
-    path: &str,
-    query: &Query,
-    accept: &str,
-    content_type: &str,
-    user_agent: &str,
-    body: &[u8],
-    faults: &Faults,
-) -> Result<Response<Body>, ApiError> {
+/// The facts of one API request the handlers need.
+struct ApiRequest<'a> {
+    method: &'a Method,
+    path: &'a str,
+    query: &'a Query,
+    accept: &'a str,
+    content_type: &'a str,
+    user_agent: &'a str,
+    body: &'a [u8],
+}
+
+fn route(shared: &Arc<Shared>, req: &ApiRequest, faults: &Faults) -> Result<Response<Body>, ApiError> {
+    let path = req.path;
     let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
     let store = shared.store.lock().expect("store lock");
     let discovery = match segs.as_slice() {
@@ -282,21 +284,11 @@ fn route(
         }
     }
     drop(store);
-    resource_request(shared, method, target, query, accept, content_type, user_agent, body, faults)
+    resource_request(shared, req, target, faults)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn resource_request(
-    shared: &Arc<Shared>,
-    method: &Method,
-    t: Target,
-    query: &Query,
-    accept: &str,
-    content_type: &str,
-    user_agent: &str,
-    body: &[u8],
-    faults: &Faults,
-) -> Result<Response<Body>, ApiError> {
+fn resource_request(shared: &Arc<Shared>, req: &ApiRequest, t: Target, faults: &Faults) -> Result<Response<Body>, ApiError> {
+    let ApiRequest { method, query, accept, content_type, user_agent, body, .. } = *req;
     let ns = t.namespace.clone().unwrap_or_default();
     let sub = t.subresource.as_deref();
     let rt = &t.rt;

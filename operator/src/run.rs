@@ -118,7 +118,7 @@ async fn run_async(args: RunArgs) -> anyhow::Result<()> {
     };
 
     let lock = args.leader_elect.then(|| {
-        LeaseLock::new(client.clone(), &lease_namespace, lease_name(&routing), identity.clone(), Duration::from_secs(args.lease_duration_seconds))
+        Arc::new(LeaseLock::new(client.clone(), &lease_namespace, lease_name(&routing), identity.clone(), Duration::from_secs(args.lease_duration_seconds)))
     });
     let renew = Duration::from_secs(args.lease_renew_seconds.max(1));
     let lost = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -135,7 +135,7 @@ async fn run_async(args: RunArgs) -> anyhow::Result<()> {
         health.ready.store(false, Ordering::Relaxed);
         metrics.leader.set(1);
         tracing::info!(lease = %lock.name, "leading");
-        let (lock2, stop, lost2, metrics2) = (LeaseLock::new(client.clone(), &lease_namespace, lock.name.clone(), identity.clone(), lock.duration), stop_tx.clone(), lost.clone(), metrics.clone());
+        let (lock2, stop, lost2, metrics2) = (lock.clone(), stop_tx.clone(), lost.clone(), metrics.clone());
         tokio::spawn(async move {
             lock2.hold(renew).await;
             tracing::error!(lease = %lock2.name, "leadership lost; stopping");

@@ -12,6 +12,8 @@ CRD_MODE ?= shared
 BUNDLE_TOOL := target/debug/bundle-tool
 BUNDLES_DIR ?= bundles
 BUNDLE_IMG ?= $(IMAGE_TAG_BASE)-bundle:v$(VERSION)
+# Optional base image for the operator image (default: FROM scratch).
+BASE_IMG ?=
 STATIC_TARGET := x86_64-unknown-linux-gnu
 STATIC_BIN := target/$(STATIC_TARGET)/release/model-orchestra-operator
 KUBECTL ?= kubectl
@@ -100,7 +102,7 @@ static:
 ## pushed with oci-client (no Docker). Loopback registries use plain HTTP; others need
 ## REGISTRY_USERNAME/REGISTRY_PASSWORD or ~/.docker/config.json.
 bundle-build-push: bundle static
-	$(BUNDLE_TOOL) image build --binary $(STATIC_BIN) --push $(IMG)
+	$(BUNDLE_TOOL) image build --binary $(STATIC_BIN) $(if $(BASE_IMG),--base $(BASE_IMG)) --push $(IMG)
 	$(BUNDLE_TOOL) bundle build $(BUNDLES_DIR)/$(VERSION) --push $(BUNDLE_IMG)
 
 ## docker-build: optional, for people with Docker: the same bundle image from bundle.Dockerfile

@@ -13,11 +13,19 @@ pub fn crd() -> Value {
     serde_json::to_value(model_orchestra::crd::crd()).expect("the CRD serialises")
 }
 
-/// Checks `new` against every bundle under `bundles_dir`: each CRD version a released
-/// bundle serves is still served, and no field of a released schema is removed or
-/// retyped. Returns every violation.
+/// Checks `new` against every bundle under `bundles_dir` with the rules OLM applies when
+/// a CRD is replaced (olm.md §6.5, §7.2): exactly one storage version; each CRD version a
+/// released bundle serves is still served; every version a released CRD stored stays
+/// listed (objects may be stored in it); and no released schema loses or retypes a field,
+/// gains a required field, narrows an enum, tightens a bound or changes a default.
+/// Returns every violation.
 pub fn check_compatible(new: &Value, bundles_dir: &Path) -> Vec<String> {
     let mut problems = Vec::new();
+    let storage: Vec<&str> = new["spec"]["versions"].as_array().into_iter().flatten().filter(|v| v["storage"] == true).filter_map(|v| v["name"].as_str()).collect();
+    if storage.len() != 1 {
+        problems.push(format!("the new CRD must mark exactly one version as storage, it marks {}: {storage:?}", storage.len()));
+    }
+    let listed: Vec<&str> = new["spec"]["versions"].as_array().into_iter().flatten().filter_map(|v| v["name"].as_str()).collect();
     let Ok(entries) = std::fs::read_dir(bundles_dir) else { return problems };
     let served: Vec<(&str, &Value)> = new["spec"]["versions"]
         .as_array()
@@ -40,6 +48,12 @@ pub fn check_compatible(new: &Value, bundles_dir: &Path) -> Vec<String> {
         }
         let crd_path = dir.join("manifests").join(CRD_FILE);
         let Some(old) = std::fs::read_to_string(&crd_path).ok().and_then(|t| serde_yaml::from_str::<Value>(&t).ok()) else { continue };
+        for v in old["spec"]["versions"].as_array().into_iter().flatten().filter(|v| v["storage"] == true) {
+            let name = v["name"].as_str().unwrap_or_default();
+            if !listed.contains(&name) {
+                problems.push(format!("bundles/{release}: CRD version {name} was the storage version and must stay in spec.versions (it may stop being served)"));
+            }
+        }
         for v in old["spec"]["versions"].as_array().into_iter().flatten().filter(|v| v["served"] == true) {
             let name = v["name"].as_str().unwrap_or_default();
             match served.iter().find(|(n, _)| *n == name) {
@@ -51,11 +65,39 @@ pub fn check_compatible(new: &Value, bundles_dir: &Path) -> Vec<String> {
     problems
 }
 
-/// Every property of `old` exists in `new` with the same type.
+/// Every property of `old` exists in `new` with the same type, and nothing that old
+/// objects satisfy is rejected by the new validation.
 fn schema_compatible(old: &Value, new: &Value, release: &str, path: &str, problems: &mut Vec<String>) {
     if old["type"] != new["type"] && !old["type"].is_null() {
         problems.push(format!("{release}: {} changed type from {} to {}", display(path), old["type"], new["type"]));
         return;
+    }
+    let old_required: Vec<&Value> = old["required"].as_array().map(|a| a.iter().collect()).unwrap_or_default();
+    for r in new["required"].as_array().into_iter().flatten().filter(|r| !old_required.contains(r)) {
+        problems.push(format!("{release}: {} gained the required field {r}", display(path)));
+    }
+    if old["default"] != new["default"] {
+        problems.push(format!("{release}: {} changed its default from {} to {}", display(path), old["default"], new["default"]));
+    }
+    match (old["enum"].as_array(), new["enum"].as_array()) {
+        (None, Some(_)) => problems.push(format!("{release}: {} gained an enum", display(path))),
+        (Some(o), Some(n)) => {
+            for gone in o.iter().filter(|v| !n.contains(v)) {
+                problems.push(format!("{release}: {} no longer allows {gone}", display(path)));
+            }
+        }
+        _ => {}
+    }
+    for (bound, lower) in [("minimum", true), ("minLength", true), ("minItems", true), ("minProperties", true), ("maximum", false), ("maxLength", false), ("maxItems", false), ("maxProperties", false)] {
+        let (o, n) = (old[bound].as_f64(), new[bound].as_f64());
+        let tighter = match (o, n) {
+            (None, Some(_)) => true,
+            (Some(o), Some(n)) => if lower { n > o } else { n < o },
+            _ => false,
+        };
+        if tighter {
+            problems.push(format!("{release}: {} tightened {bound} from {} to {}", display(path), old[bound], new[bound]));
+        }
     }
     if let Some(props) = old["properties"].as_object() {
         for (k, sub) in props {

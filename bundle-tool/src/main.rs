@@ -7,6 +7,8 @@ use anyhow::Context;
 use bundle_tool::bundle::generate::{bundle_files, write_bundle, GenerateOptions, WriteOutcome};
 use bundle_tool::bundle::validate::{validate, Severity};
 use bundle_tool::bundle::CrdMode;
+use bundle_tool::image::auth::Credentials;
+use bundle_tool::image::registry::{connect, Access, PulledImage};
 use clap::{Parser, Subcommand, ValueEnum};
 
 #[derive(Parser)]
@@ -51,6 +53,25 @@ struct Output {
     password: Option<String>,
 }
 
+impl Output {
+    fn access(&self) -> Access {
+        Access { insecure: self.insecure, credentials: Credentials { username: self.username.clone(), password: self.password.clone(), docker_config: None } }
+    }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread().enable_all().build()?)
+}
+
+/// Pulls `--base` (with the output's registry access) when given.
+fn pull_base(base: Option<&str>, output: &Output) -> anyhow::Result<Option<PulledImage>> {
+    let Some(reference) = base else { return Ok(None) };
+    eprintln!("pulling base image {reference}");
+    let pulled = runtime()?.block_on(async { connect(reference, &output.access())?.pull().await })?;
+    eprintln!("  {} ({} layers)", pulled.digest, pulled.layers.len());
+    Ok(Some(pulled))
+}
+
 #[derive(Subcommand)]
 enum ImageCommand {
     /// The operator image: the binary (build it static) as entrypoint, non-root.
@@ -60,6 +81,9 @@ enum ImageCommand {
         /// CA bundle to include at /etc/ssl/certs/ca-certificates.crt.
         #[arg(long, default_value = "/etc/ssl/certs/ca-certificates.crt")]
         ca_bundle: PathBuf,
+        /// Append to this image (pulled for linux/amd64) instead of starting FROM scratch.
+        #[arg(long, value_name = "REF")]
+        base: Option<String>,
         #[command(flatten)]
         output: Output,
     },
@@ -152,13 +176,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let image = bundle_tool::image::bundle_image(&dir)?;
             emit(&image, &output)?;
         }
-        Command::Image(ImageCommand::Build { binary, ca_bundle, output }) => {
+        Command::Image(ImageCommand::Build { binary, ca_bundle, base, output }) => {
             let bytes = std::fs::read(&binary).with_context(|| format!("{}: cannot read the operator binary", binary.display()))?;
             let ca = std::fs::read(&ca_bundle).ok();
             if ca.is_none() {
                 eprintln!("warning: {}: no CA bundle; the image will trust no TLS certificates", ca_bundle.display());
             }
-            let image = bundle_tool::image::operator_image(&bytes, ca.as_deref());
+            let base = pull_base(base.as_deref(), &output)?;
+            let image = bundle_tool::image::operator_image(&bytes, ca.as_deref(), base.as_ref());
             emit(&image, &output)?;
         }
         Command::Bundle(BundleCommand::Validate { dir }) => {
@@ -189,16 +214,9 @@ fn emit(image: &bundle_tool::image::Image, output: &Output) -> anyhow::Result<()
         return Ok(());
     }
     let reference = output.push.as_deref().expect("clap requires --push or --oci-layout");
-    let opts = bundle_tool::image::push::PushOptions {
-        insecure: output.insecure,
-        force: output.force,
-        username: output.username.clone(),
-        password: output.password.clone(),
-        docker_config: None,
-    };
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let opts = bundle_tool::image::push::PushOptions { access: output.access(), force: output.force };
     eprintln!("pushing {reference}");
-    match runtime.block_on(bundle_tool::image::push::push(image, reference, &opts))? {
+    match runtime()?.block_on(bundle_tool::image::push::push(image, reference, &opts))? {
         bundle_tool::image::push::Pushed::Uploaded(d) => {
             println!("{d}");
             eprintln!("pushed {reference}@{d}");

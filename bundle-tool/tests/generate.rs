@@ -104,6 +104,42 @@ fn a_crd_that_drops_a_released_field_or_version_is_refused() {
     std::fs::remove_dir_all(&bundles).ok();
 }
 
+fn released_owned_crd(test: &str) -> PathBuf {
+    let bundles = temp(test);
+    write_bundle(&bundles.join("0.9.0"), &bundle_files(&options("0.9.0", CrdMode::Owned), &metadata(), &bundle_tool::crds::crd()).unwrap()).unwrap();
+    bundles
+}
+
+#[test]
+fn a_crd_that_drops_the_released_storage_version_is_refused() {
+    let bundles = released_owned_crd("storage");
+    let mut moved = bundle_tool::crds::crd();
+    moved["spec"]["versions"][0]["name"] = "v1beta1".into();
+    let problems = bundle_tool::crds::check_compatible(&moved, &bundles);
+    assert!(problems.iter().any(|p| p.contains("v1alpha1 was the storage version and must stay")), "{problems:?}");
+
+    let mut two_storage = bundle_tool::crds::crd();
+    let mut second = two_storage["spec"]["versions"][0].clone();
+    second["name"] = "v1beta1".into();
+    two_storage["spec"]["versions"].as_array_mut().unwrap().push(second);
+    let problems = bundle_tool::crds::check_compatible(&two_storage, &bundles);
+    assert!(problems.iter().any(|p| p.contains("exactly one version as storage")), "{problems:?}");
+    std::fs::remove_dir_all(&bundles).ok();
+}
+
+#[test]
+fn a_crd_whose_validation_rejects_what_a_released_one_accepted_is_refused() {
+    let bundles = released_owned_crd("tighter");
+    let mut tighter = bundle_tool::crds::crd();
+    let spec = &mut tighter["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+    spec["required"] = serde_json::json!(["gateway"]);
+    spec["properties"]["applications"]["maxProperties"] = 1.into();
+    let problems = bundle_tool::crds::check_compatible(&tighter, &bundles);
+    assert!(problems.iter().any(|p| p.contains(".spec gained the required field \"gateway\"")), "{problems:?}");
+    assert!(problems.iter().any(|p| p.contains(".spec.applications tightened maxProperties")), "{problems:?}");
+    std::fs::remove_dir_all(&bundles).ok();
+}
+
 #[test]
 fn the_cli_names_the_file_and_field_of_each_validation_error() {
     let dir = temp("cli");

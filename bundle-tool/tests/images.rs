@@ -2,90 +2,14 @@
 //! `skopeo` as the independent client. `make test` installs both
 //! (scripts/install-test-deps.sh); without them these tests fail rather than pass.
 
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output};
-use std::time::{Duration, Instant};
+mod support;
 
-use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
 
-fn tool() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_bundle-tool"))
-}
+use support::{run, skopeo, tool, Registry, Temp};
 
-fn run(cmd: &mut Command) -> Output {
-    let out = cmd.output().expect("spawn");
-    assert!(out.status.success(), "{cmd:?} failed:\n{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    out
-}
-
-fn skopeo(args: &[&str]) -> Value {
-    let out = run(Command::new("skopeo").args(args));
-    serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
-}
-
-struct Temp(PathBuf);
-
-impl Temp {
-    fn new(tag: &str) -> Temp {
-        let p = std::env::temp_dir().join(format!("bt-images-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Temp(p)
-    }
-}
-
-impl Drop for Temp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// `docker-registry serve` on 127.0.0.1 with an ephemeral port and its own storage; stopped on drop.
-struct Registry {
-    child: Child,
-    addr: String,
-    _dir: Temp,
-}
-
-impl Registry {
-    fn start(tag: &str) -> Registry {
-        let dir = Temp::new(&format!("registry-{tag}"));
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let addr = format!("127.0.0.1:{port}");
-        let config = dir.0.join("config.yml");
-        std::fs::write(&config, "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: /nonexistent\nhttp:\n  addr: 127.0.0.1:5000\n").unwrap();
-        let child = Command::new("docker-registry")
-            .arg("serve")
-            .arg(&config)
-            .env("REGISTRY_HTTP_ADDR", &addr)
-            .env("REGISTRY_STORAGE_FILESYSTEM_ROOTDIRECTORY", dir.0.join("data"))
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("docker-registry is not on PATH: run `make test` (scripts/install-test-deps.sh installs it)");
-        let start = Instant::now();
-        while std::net::TcpStream::connect(&addr).is_err() {
-            assert!(start.elapsed() < Duration::from_secs(20), "docker-registry did not start on {addr}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Registry { child, addr, _dir: dir }
-    }
-}
-
-impl Drop for Registry {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// A generated, valid bundle directory.
-fn bundle(dir: &Path, version: &str) -> PathBuf {
-    let meta = concat!(env!("CARGO_MANIFEST_DIR"), "/../config/manifests/metadata.yaml");
-    run(tool().args(["bundle", "generate", "--version", version, "--metadata", meta, "--image", "127.0.0.1/op", "--output"]).arg(dir));
-    dir.join(version)
-}
+use support::bundle;
 
 #[test]
 fn a_pushed_bundle_image_carries_the_annotations_as_labels_and_round_trips_through_skopeo() {
@@ -170,4 +94,77 @@ fn the_operator_image_runs_its_binary_as_a_non_root_entrypoint() {
     run(Command::new("tar").arg("-xzf").arg(copy.join("blobs/sha256").join(layer)).arg("-C").arg(&root));
     let help = run(Command::new(root.join("model-orchestra-operator")).arg("--help"));
     assert!(String::from_utf8_lossy(&help.stdout).contains("Usage"), "the extracted entrypoint runs");
+}
+
+/// A base image written by hand as an OCI layout (a layer with `etc/base-release`, a config
+/// with Env, Cmd and a label) and pushed with skopeo, so nothing of ours built it.
+fn push_hand_made_base(work: &Path, reference: &str) {
+    use sha2::{Digest, Sha256};
+    let hex = |b: &[u8]| Sha256::digest(b).iter().map(|x| format!("{x:02x}")).collect::<String>();
+    let root = work.join("base-root/etc");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("base-release"), "base 1\n").unwrap();
+    let tar_path = work.join("base.tar");
+    run(Command::new("tar").arg("-cf").arg(&tar_path).arg("-C").arg(work.join("base-root")).arg("etc"));
+    let tar = std::fs::read(&tar_path).unwrap();
+    run(Command::new("gzip").arg("-kn").arg(&tar_path));
+    let gz = std::fs::read(work.join("base.tar.gz")).unwrap();
+    let config = serde_json::json!({
+        "architecture": "amd64", "os": "linux",
+        "config": {"Env": ["PATH=/usr/bin:/bin", "SSL_CERT_FILE=/base/certs.pem"], "Cmd": ["/bin/sh"], "Labels": {"base.example/name": "hand-made"}},
+        "rootfs": {"type": "layers", "diff_ids": [format!("sha256:{}", hex(&tar))]},
+    });
+    let config = serde_json::to_vec(&config).unwrap();
+    let manifest = serde_json::to_vec(&serde_json::json!({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": format!("sha256:{}", hex(&config)), "size": config.len()},
+        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": format!("sha256:{}", hex(&gz)), "size": gz.len()}],
+    })).unwrap();
+    let layout = work.join("base-layout");
+    let blobs = layout.join("blobs/sha256");
+    std::fs::create_dir_all(&blobs).unwrap();
+    for blob in [&gz, &config, &manifest] {
+        std::fs::write(blobs.join(hex(blob)), blob).unwrap();
+    }
+    std::fs::write(layout.join("oci-layout"), r#"{"imageLayoutVersion":"1.0.0"}"#).unwrap();
+    let index = serde_json::json!({"schemaVersion": 2, "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": format!("sha256:{}", hex(&manifest)), "size": manifest.len(), "annotations": {"org.opencontainers.image.ref.name": "base"}}]});
+    std::fs::write(layout.join("index.json"), serde_json::to_vec(&index).unwrap()).unwrap();
+    run(Command::new("skopeo").args(["copy", "--dest-tls-verify=false"]).arg(format!("oci:{}:base", layout.display())).arg(format!("docker://{reference}")));
+}
+
+#[test]
+fn an_image_built_on_a_pulled_base_keeps_its_layers_and_merges_its_config() {
+    let registry = Registry::start("base");
+    let work = Temp::new("base");
+    let base = format!("{}/library/base:1", registry.addr);
+    push_hand_made_base(&work.0, &base);
+    let base_raw = skopeo(&["inspect", "--raw", "--tls-verify=false", &format!("docker://{base}")]);
+    let reference = format!("{}/model-orchestra/operator:v1.0.0", registry.addr);
+    run(tool().args(["image", "build", "--binary", env!("CARGO_BIN_EXE_bundle-tool"), "--base", &base, "--push", &reference]));
+
+    let raw = skopeo(&["inspect", "--raw", "--tls-verify=false", &format!("docker://{reference}")]);
+    let layers = raw["layers"].as_array().unwrap();
+    assert_eq!(layers.len(), 2, "the base layer, then ours");
+    assert_eq!(layers[0], base_raw["layers"][0], "the base layer is reused byte for byte");
+    let config = skopeo(&["inspect", "--config", "--tls-verify=false", &format!("docker://{reference}")]);
+    let inner = &config["config"];
+    assert_eq!(inner["Entrypoint"][0], "/model-orchestra-operator");
+    assert!(inner["Cmd"].is_null(), "a new entrypoint resets the base's cmd: {inner}");
+    assert_eq!(inner["Labels"]["base.example/name"], "hand-made", "base labels are kept");
+    assert_eq!(inner["Labels"]["org.opencontainers.image.title"], "model-orchestra-operator");
+    let env: Vec<&str> = inner["Env"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    assert_eq!(env, ["PATH=/usr/bin:/bin", "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"], "env merged by key");
+    assert_eq!(config["rootfs"]["diff_ids"].as_array().unwrap().len(), 2);
+
+    // The whole image unpacks into one root with both layers' files.
+    let copy = work.0.join("copy");
+    run(Command::new("skopeo").args(["copy", "--src-tls-verify=false", &format!("docker://{reference}")]).arg(format!("oci:{}:x", copy.display())));
+    let root = work.0.join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    for layer in layers {
+        let digest = layer["digest"].as_str().unwrap().trim_start_matches("sha256:");
+        run(Command::new("tar").arg("-xzf").arg(copy.join("blobs/sha256").join(digest)).arg("-C").arg(&root));
+    }
+    assert_eq!(std::fs::read_to_string(root.join("etc/base-release")).unwrap(), "base 1\n");
+    assert!(root.join("model-orchestra-operator").exists());
 }

@@ -1,8 +1,10 @@
 //! OCI images without Docker: reproducible layers, image config and manifest built in
 //! memory, then written as an OCI layout ([`layout`]) or pushed with oci-client ([`push`]).
 
+pub mod auth;
 pub mod layout;
 pub mod push;
+pub mod registry;
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -28,7 +30,7 @@ pub struct Blob {
 }
 
 impl Blob {
-    fn new(media_type: &str, data: Vec<u8>) -> Blob {
+    pub fn new(media_type: &str, data: Vec<u8>) -> Blob {
         let digest = sha256_digest(&data);
         Blob { media_type: media_type.into(), data: Bytes::from(data), digest }
     }
@@ -60,6 +62,7 @@ pub struct Image {
 pub struct ImageConfig {
     pub labels: BTreeMap<String, String>,
     pub entrypoint: Option<Vec<String>>,
+    pub cmd: Option<Vec<String>>,
     pub user: Option<String>,
     pub env: Vec<String>,
 }
@@ -106,31 +109,60 @@ pub fn layer(files: &[File]) -> (Vec<u8>, String) {
     (gz.finish().expect("in-memory gzip"), diff_id)
 }
 
-/// Assembles an image for linux/amd64 from layers of files.
+/// Assembles an image for linux/amd64 from layers of files, FROM scratch.
 pub fn build(config: &ImageConfig, layers: &[Vec<File>]) -> Image {
+    build_on(None, config, layers)
+}
+
+/// Assembles an image: the base image's layers (if any), then `layers`. The base config
+/// is kept and `config` applied over it the way a Dockerfile would: labels and env merged
+/// by key, a new entrypoint resets the base's cmd, user replaced when set.
+pub fn build_on(base: Option<&registry::PulledImage>, config: &ImageConfig, layers: &[Vec<File>]) -> Image {
     let built: Vec<(Vec<u8>, String)> = layers.iter().map(|files| layer(files)).collect();
-    let mut inner = json!({});
+    let mut image_config = match base {
+        Some(b) => b.config.clone(),
+        None => json!({"architecture": "amd64", "os": "linux", "config": {}, "rootfs": {"type": "layers", "diff_ids": []}, "history": []}),
+    };
+    if !image_config["config"].is_object() {
+        image_config["config"] = json!({});
+    }
+    let inner = &mut image_config["config"];
     if !config.labels.is_empty() {
-        inner["Labels"] = json!(config.labels);
+        let mut labels: BTreeMap<String, Value> = inner["Labels"].as_object().map(|m| m.clone().into_iter().collect()).unwrap_or_default();
+        labels.extend(config.labels.iter().map(|(k, v)| (k.clone(), json!(v))));
+        inner["Labels"] = json!(labels);
     }
     if let Some(e) = &config.entrypoint {
         inner["Entrypoint"] = json!(e);
+        if let Some(map) = inner.as_object_mut() {
+            map.remove("Cmd");
+        }
+    }
+    if let Some(c) = &config.cmd {
+        inner["Cmd"] = json!(c);
     }
     if let Some(u) = &config.user {
         inner["User"] = json!(u);
     }
     if !config.env.is_empty() {
-        inner["Env"] = json!(config.env);
+        let mut env: Vec<String> = inner["Env"].as_array().map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect()).unwrap_or_default();
+        for var in &config.env {
+            let key = var.split('=').next().unwrap_or(var);
+            env.retain(|e| e.split('=').next() != Some(key));
+            env.push(var.clone());
+        }
+        inner["Env"] = json!(env);
     }
-    let config_json = json!({
-        "architecture": "amd64",
-        "os": "linux",
-        "config": inner,
-        "rootfs": {"type": "layers", "diff_ids": built.iter().map(|(_, d)| d.clone()).collect::<Vec<_>>()},
-        "history": built.iter().map(|_| json!({"created_by": concat!("bundle-tool ", env!("CARGO_PKG_VERSION"))})).collect::<Vec<_>>(),
-    });
-    let config_blob = Blob::new(CONFIG_MEDIA_TYPE, serde_json::to_vec(&config_json).expect("JSON"));
-    let layer_blobs: Vec<Blob> = built.into_iter().map(|(data, _)| Blob::new(LAYER_MEDIA_TYPE, data)).collect();
+    let mut diff_ids: Vec<Value> = image_config["rootfs"]["diff_ids"].as_array().cloned().unwrap_or_default();
+    diff_ids.extend(built.iter().map(|(_, d)| json!(d)));
+    image_config["rootfs"] = json!({"type": "layers", "diff_ids": diff_ids});
+    let mut history: Vec<Value> = image_config["history"].as_array().cloned().unwrap_or_default();
+    history.extend(built.iter().map(|_| json!({"created_by": concat!("bundle-tool ", env!("CARGO_PKG_VERSION"))})));
+    image_config["history"] = json!(history);
+
+    let config_blob = Blob::new(CONFIG_MEDIA_TYPE, serde_json::to_vec(&image_config).expect("JSON"));
+    let mut layer_blobs: Vec<Blob> = base.map(|b| b.layers.clone()).unwrap_or_default();
+    layer_blobs.extend(built.into_iter().map(|(data, _)| Blob::new(LAYER_MEDIA_TYPE, data)));
     let manifest = json!({
         "schemaVersion": 2,
         "mediaType": MANIFEST_MEDIA_TYPE,
@@ -162,7 +194,7 @@ pub fn bundle_image(bundle_dir: &std::path::Path) -> Result<Image, crate::error:
 
 /// The operator image: the (static) binary as entrypoint, run as a non-root user, with a
 /// CA bundle (a static binary still reads one to trust the API server and registries).
-pub fn operator_image(binary: &[u8], ca_bundle: Option<&[u8]>) -> Image {
+pub fn operator_image(binary: &[u8], ca_bundle: Option<&[u8]>, base: Option<&registry::PulledImage>) -> Image {
     let config = ImageConfig {
         labels: BTreeMap::from([
             ("org.opencontainers.image.title".to_string(), "model-orchestra-operator".to_string()),
@@ -171,10 +203,11 @@ pub fn operator_image(binary: &[u8], ca_bundle: Option<&[u8]>) -> Image {
         entrypoint: Some(vec!["/model-orchestra-operator".into()]),
         user: Some("65532:65532".into()),
         env: if ca_bundle.is_some() { vec!["SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt".into()] } else { vec![] },
+        ..Default::default()
     };
     let mut files = vec![File { path: "model-orchestra-operator".into(), mode: 0o755, data: binary.to_vec() }];
     if let Some(ca) = ca_bundle {
         files.push(File { path: "etc/ssl/certs/ca-certificates.crt".into(), mode: 0o644, data: ca.to_vec() });
     }
-    build(&config, &[files])
+    build_on(base, &config, &[files])
 }

@@ -2,7 +2,9 @@
 //! The bundle's CSV is built from the operator library's own Deployment and ClusterRole.
 
 pub mod bundle;
+pub mod catalog;
 pub mod crds;
 pub mod error;
 pub mod image;
 pub mod metadata;
+pub mod subscriptions;

@@ -7,7 +7,9 @@ use anyhow::Context;
 use bundle_tool::bundle::generate::{bundle_files, write_bundle, GenerateOptions, WriteOutcome};
 use bundle_tool::bundle::validate::{validate, Severity};
 use bundle_tool::bundle::CrdMode;
+use bundle_tool::catalog::source::{Origin as SourceOrigin, Sources};
 use bundle_tool::image::auth::Credentials;
+use bundle_tool::subscriptions::{Olm, SubscriptionOptions};
 use bundle_tool::image::registry::{connect, Access, PulledImage};
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -28,6 +30,77 @@ enum Command {
     /// Container images.
     #[command(subcommand)]
     Image(ImageCommand),
+    /// File-Based Catalogs: render the semver template, validate, build the catalog image.
+    #[command(subcommand)]
+    Catalog(CatalogCommand),
+    /// Manifests that install one version line from a catalog image (OLM v1 or v0).
+    Subscriptions {
+        /// The catalog image (with a tag or digest).
+        #[arg(long)]
+        catalog_image: String,
+        /// The channel to follow, e.g. stable-v1; its major version is the routing value.
+        #[arg(long)]
+        channel: String,
+        /// Install namespace (default model-orchestra-v<MAJOR>).
+        #[arg(long)]
+        namespace: Option<String>,
+        #[arg(long, value_enum, default_value_t = OlmArg::V1)]
+        olm: OlmArg,
+        #[arg(long, default_value = "model-orchestra-operator")]
+        package: String,
+        /// Name of the ClusterCatalog / CatalogSource.
+        #[arg(long, default_value = "model-orchestra-catalog")]
+        catalog_name: String,
+        /// OLM v0: the catalog image serves itself (built with `catalog build --base`).
+        #[arg(long)]
+        image_serves: bool,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum OlmArg {
+    V1,
+    V0,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Format {
+    Yaml,
+    Json,
+}
+
+#[derive(Subcommand)]
+enum CatalogCommand {
+    /// Render a semver template (schema olm.semver) to FBC exactly as `opm alpha
+    /// render-template semver` does.
+    Render {
+        template: PathBuf,
+        /// Write here instead of stdout.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        #[arg(long, value_enum, default_value_t = Format::Yaml)]
+        output_format: Format,
+        /// Read an image `…:vX.Y.Z` from DIR/X.Y.Z when that bundle directory exists.
+        #[arg(long, value_name = "DIR")]
+        bundles_dir: Option<PathBuf>,
+        /// Cache of pulled bundle content, by digest (default ~/.cache/bundle-tool/bundles).
+        #[arg(long)]
+        cache_dir: Option<PathBuf>,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
+    /// Validate a catalog directory with opm's rules; exits non-zero on any finding.
+    Validate { dir: PathBuf },
+    /// Build the catalog image: DIR under /configs plus the configs label. Without
+    /// --base, FROM scratch (OLM v1, or OLM v0 with extractContent); with --base (an opm
+    /// image), it runs `opm serve /configs`.
+    Build {
+        dir: PathBuf,
+        #[arg(long, value_name = "REF")]
+        base: Option<String>,
+        #[command(flatten)]
+        output: Output,
+    },
 }
 
 #[derive(clap::Args)]
@@ -41,19 +114,26 @@ struct Output {
     /// The tag inside the OCI layout.
     #[arg(long, default_value = "latest")]
     tag: String,
-    /// Plain HTTP to the registry (loopback registries always use it).
-    #[arg(long, env = "REGISTRY_INSECURE")]
-    insecure: bool,
     /// Overwrite a tag that already names different content.
     #[arg(long)]
     force: bool,
+    #[command(flatten)]
+    registry: RegistryArgs,
+}
+
+/// How to reach registries.
+#[derive(clap::Args)]
+struct RegistryArgs {
+    /// Plain HTTP to the registry (loopback registries always use it).
+    #[arg(long, env = "REGISTRY_INSECURE")]
+    insecure: bool,
     #[arg(long, env = "REGISTRY_USERNAME")]
     username: Option<String>,
     #[arg(long, env = "REGISTRY_PASSWORD", hide_env_values = true)]
     password: Option<String>,
 }
 
-impl Output {
+impl RegistryArgs {
     fn access(&self) -> Access {
         Access { insecure: self.insecure, credentials: Credentials { username: self.username.clone(), password: self.password.clone(), docker_config: None } }
     }
@@ -67,7 +147,7 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 fn pull_base(base: Option<&str>, output: &Output) -> anyhow::Result<Option<PulledImage>> {
     let Some(reference) = base else { return Ok(None) };
     eprintln!("pulling base image {reference}");
-    let pulled = runtime()?.block_on(async { connect(reference, &output.access())?.pull().await })?;
+    let pulled = runtime()?.block_on(async { connect(reference, &output.registry.access())?.pull().await })?;
     eprintln!("  {} ({} layers)", pulled.digest, pulled.layers.len());
     Ok(Some(pulled))
 }
@@ -186,11 +266,77 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let image = bundle_tool::image::operator_image(&bytes, ca.as_deref(), base.as_ref());
             emit(&image, &output)?;
         }
+        Command::Catalog(CatalogCommand::Render { template, output, output_format, bundles_dir, cache_dir, registry }) => {
+            let text = std::fs::read_to_string(&template).with_context(|| format!("{}: cannot read the template", template.display()))?;
+            let sources = Sources { bundles_dir, access: registry.access(), cache_dir, ..Default::default() };
+            let started = std::time::Instant::now();
+            let (catalog, provenance) = runtime()?.block_on(bundle_tool::catalog::render(&text, &template, &sources))?;
+            let (mut local, mut cached, mut pulled) = (0, 0, 0);
+            for (_, origin) in &provenance {
+                match origin {
+                    SourceOrigin::Directory(_) => local += 1,
+                    SourceOrigin::Registry { cached: true, .. } => cached += 1,
+                    SourceOrigin::Registry { cached: false, .. } => pulled += 1,
+                }
+            }
+            let text = match output_format {
+                Format::Yaml => catalog.to_yaml(),
+                Format::Json => catalog.to_json(),
+            };
+            match &output {
+                Some(path) => {
+                    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                        std::fs::create_dir_all(parent).with_context(|| format!("{}: cannot create", parent.display()))?;
+                    }
+                    std::fs::write(path, &text).with_context(|| format!("{}: cannot write", path.display()))?;
+                    eprintln!("wrote {}", path.display());
+                }
+                None => print!("{text}"),
+            }
+            eprintln!(
+                "rendered {} bundle(s) into {} channel(s) in {:.2}s ({local} from bundle directories, {cached} from the cache, {pulled} pulled); default channel {}",
+                catalog.bundles.len(),
+                catalog.channels.len(),
+                started.elapsed().as_secs_f64(),
+                catalog.packages.first().map(|(p, _)| p.default_channel.as_str()).unwrap_or("")
+            );
+        }
+        Command::Catalog(CatalogCommand::Validate { dir }) => {
+            validate_catalog(&dir)?;
+            eprintln!("{}: valid File-Based Catalog", dir.display());
+        }
+        Command::Catalog(CatalogCommand::Build { dir, base, output }) => {
+            validate_catalog(&dir)?;
+            let base = pull_base(base.as_deref(), &output)?;
+            let image = bundle_tool::catalog::image::catalog_image(&dir, base.as_ref())?;
+            emit(&image, &output)?;
+        }
+        Command::Subscriptions { catalog_image, channel, namespace, olm, package, catalog_name, image_serves } => {
+            let olm = match olm {
+                OlmArg::V1 => Olm::V1,
+                OlmArg::V0 => Olm::V0,
+            };
+            let (header, objects) = bundle_tool::subscriptions::manifests(&SubscriptionOptions { catalog_image, channel, namespace, olm, package, catalog_name, image_serves })?;
+            eprint!("{header}");
+            print!("{}", bundle_tool::subscriptions::to_yaml(&header, &objects));
+        }
         Command::Bundle(BundleCommand::Validate { dir }) => {
             let findings = validate(&dir);
             report(&dir, &findings)?;
             eprintln!("{}: valid registry+v1 bundle", dir.display());
         }
+    }
+    Ok(())
+}
+
+fn validate_catalog(dir: &std::path::Path) -> anyhow::Result<()> {
+    let catalog = bundle_tool::catalog::fbc::load_dir(dir)?;
+    let findings = bundle_tool::catalog::validate::validate(&catalog);
+    for f in &findings {
+        eprintln!("{}: {f}", dir.display());
+    }
+    if !findings.is_empty() {
+        anyhow::bail!("{}: {} catalog validation error(s)", dir.display(), findings.len());
     }
     Ok(())
 }
@@ -214,7 +360,7 @@ fn emit(image: &bundle_tool::image::Image, output: &Output) -> anyhow::Result<()
         return Ok(());
     }
     let reference = output.push.as_deref().expect("clap requires --push or --oci-layout");
-    let opts = bundle_tool::image::push::PushOptions { access: output.access(), force: output.force };
+    let opts = bundle_tool::image::push::PushOptions { access: output.registry.access(), force: output.force };
     eprintln!("pushing {reference}");
     match runtime()?.block_on(bundle_tool::image::push::push(image, reference, &opts))? {
         bundle_tool::image::push::Pushed::Uploaded(d) => {

@@ -9,7 +9,7 @@ use std::process::Command;
 
 use support::{run, skopeo, tool, Registry, Temp};
 
-use support::bundle;
+use support::{bundle, push_hand_made_base};
 
 #[test]
 fn a_pushed_bundle_image_carries_the_annotations_as_labels_and_round_trips_through_skopeo() {
@@ -94,42 +94,6 @@ fn the_operator_image_runs_its_binary_as_a_non_root_entrypoint() {
     run(Command::new("tar").arg("-xzf").arg(copy.join("blobs/sha256").join(layer)).arg("-C").arg(&root));
     let help = run(Command::new(root.join("model-orchestra-operator")).arg("--help"));
     assert!(String::from_utf8_lossy(&help.stdout).contains("Usage"), "the extracted entrypoint runs");
-}
-
-/// A base image written by hand as an OCI layout (a layer with `etc/base-release`, a config
-/// with Env, Cmd and a label) and pushed with skopeo, so nothing of ours built it.
-fn push_hand_made_base(work: &Path, reference: &str) {
-    use sha2::{Digest, Sha256};
-    let hex = |b: &[u8]| Sha256::digest(b).iter().map(|x| format!("{x:02x}")).collect::<String>();
-    let root = work.join("base-root/etc");
-    std::fs::create_dir_all(&root).unwrap();
-    std::fs::write(root.join("base-release"), "base 1\n").unwrap();
-    let tar_path = work.join("base.tar");
-    run(Command::new("tar").arg("-cf").arg(&tar_path).arg("-C").arg(work.join("base-root")).arg("etc"));
-    let tar = std::fs::read(&tar_path).unwrap();
-    run(Command::new("gzip").arg("-kn").arg(&tar_path));
-    let gz = std::fs::read(work.join("base.tar.gz")).unwrap();
-    let config = serde_json::json!({
-        "architecture": "amd64", "os": "linux",
-        "config": {"Env": ["PATH=/usr/bin:/bin", "SSL_CERT_FILE=/base/certs.pem"], "Cmd": ["/bin/sh"], "Labels": {"base.example/name": "hand-made"}},
-        "rootfs": {"type": "layers", "diff_ids": [format!("sha256:{}", hex(&tar))]},
-    });
-    let config = serde_json::to_vec(&config).unwrap();
-    let manifest = serde_json::to_vec(&serde_json::json!({
-        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": format!("sha256:{}", hex(&config)), "size": config.len()},
-        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": format!("sha256:{}", hex(&gz)), "size": gz.len()}],
-    })).unwrap();
-    let layout = work.join("base-layout");
-    let blobs = layout.join("blobs/sha256");
-    std::fs::create_dir_all(&blobs).unwrap();
-    for blob in [&gz, &config, &manifest] {
-        std::fs::write(blobs.join(hex(blob)), blob).unwrap();
-    }
-    std::fs::write(layout.join("oci-layout"), r#"{"imageLayoutVersion":"1.0.0"}"#).unwrap();
-    let index = serde_json::json!({"schemaVersion": 2, "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": format!("sha256:{}", hex(&manifest)), "size": manifest.len(), "annotations": {"org.opencontainers.image.ref.name": "base"}}]});
-    std::fs::write(layout.join("index.json"), serde_json::to_vec(&index).unwrap()).unwrap();
-    run(Command::new("skopeo").args(["copy", "--dest-tls-verify=false"]).arg(format!("oci:{}:base", layout.display())).arg(format!("docker://{reference}")));
 }
 
 #[test]

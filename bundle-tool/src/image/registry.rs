@@ -54,19 +54,41 @@ pub fn parse_reference(reference: &str) -> Result<Reference, RegistryError> {
 }
 
 pub fn connect(reference: &str, access: &Access) -> Result<Connection, RegistryError> {
-    let parsed = parse_reference(reference)?;
-    let registry = parsed.resolve_registry().to_string();
-    let protocol = if access.insecure || is_loopback(&registry) { ClientProtocol::Http } else { ClientProtocol::Https };
-    let client = Client::new(ClientConfig {
-        protocol,
-        // Every image this tool builds is linux/amd64; pick that from a multi-arch base.
-        platform_resolver: Some(Box::new(linux_amd64_resolver)),
-        read_timeout: Some(Duration::from_secs(60)),
-        connect_timeout: Some(Duration::from_secs(10)),
-        ..Default::default()
-    });
-    let auth = auth_for(&registry, &access.credentials)?;
-    Ok(Connection { client, reference: parsed, auth, name: reference.into() })
+    Pool::default().connect(reference, access)
+}
+
+/// One client (connection pool, TLS roots, tokens) and one credential lookup per registry,
+/// shared by every reference to it: building a client loads the TLS roots, which costs
+/// more than a manifest request over loopback.
+#[derive(Default)]
+pub struct Pool {
+    clients: std::sync::Mutex<std::collections::HashMap<String, (Client, RegistryAuth)>>,
+}
+
+impl Pool {
+    pub fn connect(&self, reference: &str, access: &Access) -> Result<Connection, RegistryError> {
+        let parsed = parse_reference(reference)?;
+        let registry = parsed.resolve_registry().to_string();
+        let mut clients = self.clients.lock().expect("pool lock");
+        let (client, auth) = match clients.get(&registry) {
+            Some(found) => found.clone(),
+            None => {
+                let protocol = if access.insecure || is_loopback(&registry) { ClientProtocol::Http } else { ClientProtocol::Https };
+                let client = Client::new(ClientConfig {
+                    protocol,
+                    // Every image this tool builds is linux/amd64; pick that from a multi-arch base.
+                    platform_resolver: Some(Box::new(linux_amd64_resolver)),
+                    read_timeout: Some(Duration::from_secs(60)),
+                    connect_timeout: Some(Duration::from_secs(10)),
+                    ..Default::default()
+                });
+                let auth = auth_for(&registry, &access.credentials)?;
+                clients.insert(registry, (client.clone(), auth.clone()));
+                (client, auth)
+            }
+        };
+        Ok(Connection { client, reference: parsed, auth, name: reference.into() })
+    }
 }
 
 impl Connection {

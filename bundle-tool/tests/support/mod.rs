@@ -87,3 +87,40 @@ pub fn bundle(dir: &Path, version: &str) -> PathBuf {
     run(tool().args(["bundle", "generate", "--version", version, "--metadata", meta, "--image", "127.0.0.1/op", "--output"]).arg(dir));
     dir.join(version)
 }
+
+/// A base image written by hand as an OCI layout (a layer with `etc/base-release`, a config
+/// with Env, Cmd and a label) and pushed with skopeo, so nothing of ours built it.
+pub fn push_hand_made_base(work: &Path, reference: &str) {
+    use sha2::{Digest, Sha256};
+    let hex = |b: &[u8]| Sha256::digest(b).iter().map(|x| format!("{x:02x}")).collect::<String>();
+    let root = work.join("base-root/etc");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("base-release"), "base 1\n").unwrap();
+    let tar_path = work.join("base.tar");
+    run(Command::new("tar").arg("-cf").arg(&tar_path).arg("-C").arg(work.join("base-root")).arg("etc"));
+    let tar = std::fs::read(&tar_path).unwrap();
+    run(Command::new("gzip").arg("-kn").arg(&tar_path));
+    let gz = std::fs::read(work.join("base.tar.gz")).unwrap();
+    let config = serde_json::json!({
+        "architecture": "amd64", "os": "linux",
+        "config": {"Env": ["PATH=/usr/bin:/bin", "SSL_CERT_FILE=/base/certs.pem"], "Cmd": ["/bin/sh"], "Labels": {"base.example/name": "hand-made"}},
+        "rootfs": {"type": "layers", "diff_ids": [format!("sha256:{}", hex(&tar))]},
+    });
+    let config = serde_json::to_vec(&config).unwrap();
+    let manifest = serde_json::to_vec(&serde_json::json!({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": format!("sha256:{}", hex(&config)), "size": config.len()},
+        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": format!("sha256:{}", hex(&gz)), "size": gz.len()}],
+    })).unwrap();
+    let layout = work.join("base-layout");
+    let blobs = layout.join("blobs/sha256");
+    std::fs::create_dir_all(&blobs).unwrap();
+    for blob in [&gz, &config, &manifest] {
+        std::fs::write(blobs.join(hex(blob)), blob).unwrap();
+    }
+    std::fs::write(layout.join("oci-layout"), r#"{"imageLayoutVersion":"1.0.0"}"#).unwrap();
+    let index = serde_json::json!({"schemaVersion": 2, "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": format!("sha256:{}", hex(&manifest)), "size": manifest.len(), "annotations": {"org.opencontainers.image.ref.name": "base"}}]});
+    std::fs::write(layout.join("index.json"), serde_json::to_vec(&index).unwrap()).unwrap();
+    run(Command::new("skopeo").args(["copy", "--dest-tls-verify=false"]).arg(format!("oci:{}:base", layout.display())).arg(format!("docker://{reference}")));
+}
+

@@ -1,0 +1,68 @@
+//! Catalogs: the semver template rendered to a File-Based Catalog as opm does
+//! ([`template`], [`semver`], [`bundle`], [`source`]), validated like `opm validate`
+//! ([`validate`]), and built into a catalog image ([`image`]).
+
+pub mod bundle;
+pub mod fbc;
+pub mod image;
+pub mod semver;
+pub mod source;
+pub mod template;
+pub mod validate;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use fbc::{Catalog, Origin, Package, PACKAGE};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    #[error(transparent)]
+    Template(#[from] crate::error::ToolError),
+    #[error("{}: {error}", file.display())]
+    Source { error: source::SourceError, file: std::path::PathBuf },
+    #[error("{}: {error}", file.display())]
+    Bundle { error: bundle::BundleError, file: std::path::PathBuf },
+    #[error("{}: render: {error}", file.display())]
+    Semver { error: semver::SemverError, file: std::path::PathBuf },
+}
+
+/// How each image was obtained, for the progress report.
+pub type Provenance = Vec<(String, source::Origin)>;
+
+/// Renders the semver template at `file` (text `text`) with bundle content from `sources`.
+pub async fn render(text: &str, file: &Path, sources: &source::Sources) -> Result<(Catalog, Provenance), RenderError> {
+    let template = template::parse(text, file)?;
+    let images = template.images();
+    let contents = sources.load_all(&images).await.map_err(|error| RenderError::Source { error, file: file.to_path_buf() })?;
+    let mut rendered = BTreeMap::new();
+    let mut provenance = Vec::new();
+    for (image, (content, origin)) in images.iter().zip(contents) {
+        let r = bundle::render(&content, image, image).map_err(|error| RenderError::Bundle { error, file: file.to_path_buf() })?;
+        rendered.insert(image.clone(), r);
+        provenance.push((image.clone(), origin));
+    }
+    let facts = rendered.iter().map(|(i, r)| (i.clone(), r.facts.clone())).collect();
+    let graph = semver::generate(&template, &facts).map_err(|error| RenderError::Semver { error, file: file.to_path_buf() })?;
+
+    // Description and icon come from the CSV of the default channel's head.
+    let head = graph.channels.iter().find(|c| c.name == graph.default_channel).and_then(|c| c.entries.last()).map(|e| e.name.clone());
+    let head = head.and_then(|name| rendered.values().find(|r| r.bundle.name == name));
+    let origin = Origin { file: file.to_path_buf(), document: 1 };
+    let package = Package {
+        schema: PACKAGE.into(),
+        name: graph.package.clone(),
+        default_channel: graph.default_channel.clone(),
+        icon: head.and_then(|h| h.icon.clone()),
+        description: head.map(|h| h.description.clone()).unwrap_or_default(),
+    };
+    let mut catalog = Catalog { packages: vec![(package, origin.clone())], ..Default::default() };
+    catalog.channels = graph.channels.into_iter().map(|c| (c, origin.clone())).collect();
+    let mut seen = std::collections::BTreeSet::new();
+    for r in rendered.into_values() {
+        if seen.insert((r.bundle.name.clone(), r.bundle.image.clone())) {
+            catalog.bundles.push((r.bundle, origin.clone()));
+        }
+    }
+    Ok((catalog, provenance))
+}

@@ -14,13 +14,22 @@ BUNDLES_DIR ?= bundles
 BUNDLE_IMG ?= $(IMAGE_TAG_BASE)-bundle:v$(VERSION)
 # Optional base image for the operator image (default: FROM scratch).
 BASE_IMG ?=
+PACKAGE ?= model-orchestra-operator
+CATALOG_TEMPLATE ?= catalog/operator_catalog.yaml
+CATALOG_DIR ?= catalog/configs
+CATALOG_IMG ?= $(IMAGE_TAG_BASE)-catalog:v$(VERSION)
+# An opm image to build on, for OLM v0 CatalogSources that run the image itself
+# (default: FROM scratch, for OLM v1 and for OLM v0 with extractContent).
+CATALOG_BASE_IMG ?=
+CHANNEL ?= stable-v$(firstword $(subst ., ,$(VERSION)))
+OLM ?= v1
 STATIC_TARGET := x86_64-unknown-linux-gnu
 STATIC_BIN := target/$(STATIC_TARGET)/release/model-orchestra-operator
 KUBECTL ?= kubectl
 # Arguments for `make run`, e.g. RUN_ARGS="--routing v1".
 RUN_ARGS ?= --claim-unlabeled --metrics-addr 127.0.0.1:8080
 
-.PHONY: all build test render crd generate bench install uninstall deploy undeploy run testserver bench-operator bundle crds static bundle-build-push docker-build
+.PHONY: all build test render crd generate bench install uninstall deploy undeploy run testserver bench-operator bundle crds static bundle-build-push docker-build catalog catalog-build-push subscriptions bench-catalog
 
 all: build
 
@@ -104,6 +113,25 @@ static:
 bundle-build-push: bundle static
 	$(BUNDLE_TOOL) image build --binary $(STATIC_BIN) $(if $(BASE_IMG),--base $(BASE_IMG)) --push $(IMG)
 	$(BUNDLE_TOOL) bundle build $(BUNDLES_DIR)/$(VERSION) --push $(BUNDLE_IMG)
+
+## catalog: render the semver template (CATALOG_TEMPLATE) to FBC in CATALOG_DIR, as opm's
+## `alpha render-template semver` does, and validate it with opm's rules. Images `…:vX.Y.Z`
+## are read from BUNDLES_DIR/X.Y.Z when present, else pulled (cached by digest).
+catalog: build
+	$(BUNDLE_TOOL) catalog render $(CATALOG_TEMPLATE) --bundles-dir $(BUNDLES_DIR) -o $(CATALOG_DIR)/$(PACKAGE)/catalog.yaml
+	$(BUNDLE_TOOL) catalog validate $(CATALOG_DIR)
+
+## catalog-build-push: catalog, then the catalog image (/configs + configs label) pushed to CATALOG_IMG
+catalog-build-push: catalog
+	$(BUNDLE_TOOL) catalog build $(CATALOG_DIR) $(if $(CATALOG_BASE_IMG),--base $(CATALOG_BASE_IMG)) --push $(CATALOG_IMG)
+
+## subscriptions: manifests installing the CHANNEL line (default stable-v<MAJOR>) from CATALOG_IMG with OLM (v1|v0)
+subscriptions: build
+	@$(BUNDLE_TOOL) subscriptions --catalog-image $(CATALOG_IMG) --channel $(CHANNEL) --olm $(OLM) --package $(PACKAGE)
+
+## bench-catalog: render a 200-bundle template from a loopback registry, cold and warm
+bench-catalog:
+	scripts/bench-catalog.sh
 
 ## docker-build: optional, for people with Docker: the same bundle image from bundle.Dockerfile
 docker-build:

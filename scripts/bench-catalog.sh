@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Benchmark: render a 200-bundle semver template from a loopback docker-registry, cold (empty
+# digest cache: every bundle image pulled) and warm (cache filled: one manifest HEAD per tag).
+# 200 bundles = versions 1.0.0 … 2.9.9 (2 majors × 10 minors × 10 patches), all in Stable, the
+# last 50 also in Fast, major and minor channels. Setup (generate + push 200 bundles) is not
+# timed. Uses the release bundle-tool when built (`cargo build --release -p bundle-tool`).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+tool="$root/target/release/bundle-tool"
+[ -x "$tool" ] || tool="$root/target/debug/bundle-tool"
+echo "using $tool"
+work=$(mktemp -d)
+registry_pid=
+trap '[ -n "$registry_pid" ] && kill $registry_pid 2>/dev/null; rm -rf "$work"' EXIT
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
+printf 'version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: /nonexistent\nhttp:\n  addr: 127.0.0.1:5000\n' > "$work/config.yml"
+REGISTRY_HTTP_ADDR=127.0.0.1:$port REGISTRY_STORAGE_FILESYSTEM_ROOTDIRECTORY=$work/data docker-registry serve "$work/config.yml" >/dev/null 2>&1 &
+registry_pid=$!
+for _ in $(seq 200); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+
+repo=127.0.0.1:$port/bench/bundle
+versions=()
+pushes=()
+for major in 1 2; do for minor in $(seq 0 9); do for patch in $(seq 0 9); do versions+=("$major.$minor.$patch"); done; done; done
+echo "setup: generating and pushing ${#versions[@]} bundles…"
+# One generated bundle, re-versioned per release (name and spec.version), so setup stays short.
+"$tool" bundle generate --version 1.0.0 --metadata "$root/config/manifests/metadata.yaml" --output "$work/seed" 2>/dev/null
+{
+  echo "schema: olm.semver"; echo "generateMajorChannels: true"; echo "generateMinorChannels: true"
+  echo "stable:"; echo "  bundles:"
+  for v in "${versions[@]}"; do echo "  - image: $repo:v$v"; done
+  echo "fast:"; echo "  bundles:"
+  for v in "${versions[@]:150}"; do echo "  - image: $repo:v$v"; done
+} > "$work/template.yaml"
+for v in "${versions[@]}"; do
+  dir="$work/bundles/$v"
+  mkdir -p "$dir"
+  cp -r "$work/seed/1.0.0/metadata" "$dir/"
+  mkdir "$dir/manifests"
+  sed -e "s/model-orchestra-operator.v1.0.0/model-orchestra-operator.v$v/" -e "s/^  version: 1.0.0$/  version: $v/" \
+    "$work/seed/1.0.0/manifests/model-orchestra-operator.clusterserviceversion.yaml" > "$dir/manifests/model-orchestra-operator.clusterserviceversion.yaml"
+  "$tool" bundle build "$dir" --push "$repo:v$v" >/dev/null 2>&1 &
+  pushes+=($!)
+  # Two pushes at a time (the registry is a job too, so wait on pushes only).
+  if [ ${#pushes[@]} -ge 2 ]; then wait "${pushes[@]}"; pushes=(); fi
+done
+[ ${#pushes[@]} -eq 0 ] || wait "${pushes[@]}"
+now() { date +%s.%N; }
+secs() { python3 -c "print(f'{$2-$1:.3f}')"; }
+run() { /usr/bin/time -f "%M" -o "$work/rss" "$tool" catalog render "$work/template.yaml" --cache-dir "$work/cache" -o "$work/out/$1.yaml" 2>"$work/$1.log"; }
+t0=$(now); run cold; t1=$(now)
+cold_rss=$(cat "$work/rss")
+t2=$(now); run warm; t3=$(now)
+warm_rss=$(cat "$work/rss")
+cmp -s "$work/out/cold.yaml" "$work/out/warm.yaml" || { echo "cold and warm renders differ"; exit 1; }
+tail -1 "$work/warm.log"
+mkdir "$work/valid" && cp "$work/out/warm.yaml" "$work/valid/"
+"$tool" catalog validate "$work/valid" && echo "rendered catalog valid: $(grep -c '^schema: olm.channel' "$work/out/warm.yaml") channels, $(grep -c '^schema: olm.bundle' "$work/out/warm.yaml") bundles, $(stat -c %s "$work/out/warm.yaml") bytes"
+echo "cold render $(secs "$t0" "$t1") s (peak RSS $((cold_rss / 1024)) MiB), warm render $(secs "$t2" "$t3") s (peak RSS $((warm_rss / 1024)) MiB; target warm <= 2 s)"

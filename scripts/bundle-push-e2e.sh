@@ -6,20 +6,8 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-work=$(mktemp -d)
-registry_pid=
-cleanup() {
-  [ -n "$registry_pid" ] && kill "$registry_pid" 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
-printf 'version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: /nonexistent\nhttp:\n  addr: 127.0.0.1:5000\n' > "$work/config.yml"
-REGISTRY_HTTP_ADDR=127.0.0.1:$port REGISTRY_STORAGE_FILESYSTEM_ROOTDIRECTORY=$work/data \
-  docker-registry serve "$work/config.yml" >/dev/null 2>&1 &
-registry_pid=$!
-for _ in $(seq 200); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+# shellcheck source=lib/registry.sh
+. "$root/scripts/lib/registry.sh"
 
 version=0.1.0
 base=127.0.0.1:$port/model-orchestra-operator

@@ -158,7 +158,8 @@ impl Catalog {
         let mut out = String::new();
         for doc in self.documents() {
             out.push_str("---\n");
-            out.push_str(&serde_yaml::to_string(&sorted(serde_json::to_value(&doc).expect("FBC objects serialise"))).expect("YAML"));
+            let yaml = serde_yaml::to_string(&sorted(serde_json::to_value(&doc).expect("FBC objects serialise"))).expect("YAML");
+            out.push_str(&go_yaml_empty_strings(&yaml));
         }
         out
     }
@@ -176,6 +177,38 @@ impl Catalog {
         }
         out
     }
+}
+
+/// Go's YAML writer spells the empty string `""` where serde_yaml writes `''`; rewrite
+/// plain-value positions (`key: ''`, `- ''`), never lines inside block scalars.
+fn go_yaml_empty_strings(yaml: &str) -> String {
+    let mut out = String::with_capacity(yaml.len());
+    let mut block_indent: Option<usize> = None;
+    for line in yaml.split_inclusive('\n') {
+        let indent = line.len() - line.trim_start_matches(' ').len();
+        let content = line.trim_end_matches('\n');
+        if let Some(parent) = block_indent {
+            if content.trim().is_empty() || indent > parent {
+                out.push_str(line);
+                continue;
+            }
+            block_indent = None;
+        }
+        let trimmed = content.trim_end();
+        let header = trimmed.rsplit_once(": ").map(|(_, v)| v).or_else(|| trimmed.trim_start().strip_prefix("- ")).unwrap_or("");
+        if header.starts_with(['|', '>']) && header[1..].chars().all(|c| matches!(c, '-' | '+' | '0'..='9')) {
+            block_indent = Some(indent);
+        }
+        match content.strip_suffix("''") {
+            Some(head) if head.ends_with(": ") || head.trim_start() == "- " => {
+                out.push_str(head);
+                out.push_str("\"\"");
+                out.push_str(&line[content.len()..]);
+            }
+            _ => out.push_str(line),
+        }
+    }
+    out
 }
 
 /// Keys sorted at every level, whatever serde_json's map order is.
@@ -311,4 +344,15 @@ pub fn write_dir(catalog: &Catalog, dir: &Path, json: bool) -> Result<Vec<PathBu
         written.push(file);
     }
     Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_strings_are_written_the_way_go_writes_them_outside_block_scalars() {
+        let yaml = "a: ''\nlist:\n- ''\n- image: x\n  name: ''\ndescription: |\n  keep: ''\n  - ''\nb: ''\n";
+        assert_eq!(go_yaml_empty_strings(yaml), "a: \"\"\nlist:\n- \"\"\n- image: x\n  name: \"\"\ndescription: |\n  keep: ''\n  - ''\nb: \"\"\n");
+    }
 }

@@ -70,3 +70,21 @@ fn a_channel_without_a_major_version_or_an_image_without_a_tag_is_refused() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("neither tag nor digest"), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+#[test]
+fn the_built_in_objects_pass_kubernetes_validate_strict() {
+    let (_, docs) = manifests(&["--catalog-image", "registry.example.com/mo-catalog:v2.1.0", "--channel", "stable-v2"]);
+    let builtin: Vec<&Value> = docs.iter().filter(|d| !d["apiVersion"].as_str().unwrap().contains("operatorframework.io")).collect();
+    assert_eq!(builtin.len(), 4, "Namespace, ServiceAccount, ClusterRole, ClusterRoleBinding");
+    let dir = support::Temp::new("subs-kv");
+    let file = dir.0.join("builtin.yaml");
+    std::fs::write(&file, builtin.iter().map(|d| format!("---\n{}", serde_yaml::to_string(d).unwrap())).collect::<String>()).unwrap();
+    let out = std::process::Command::new("kubernetes-validate")
+        .args(["--strict", "-k", "1.33.0"])
+        .arg(&file)
+        .output()
+        .expect("kubernetes-validate is not on PATH: run `make test` (it installs it) or scripts/install-test-deps.sh");
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{said}");
+    assert_eq!(said.matches(" passed ").count(), 4, "{said}");
+}

@@ -45,6 +45,9 @@ fn a_catalog_rendered_from_registry_bundles_is_validated_built_pushed_and_readab
     let warm = run(tool().args(["catalog", "render"]).arg(&template).arg("--cache-dir").arg(&cache).arg("-o").arg(&out));
     assert!(stderr(&warm).contains("2 from the cache"), "{}", stderr(&warm));
     assert_eq!(std::fs::read_to_string(&out).unwrap(), first, "the cache gives the same catalog");
+    let local = work.0.join("local.yaml");
+    run(tool().args(["catalog", "render"]).arg(&template).arg("--bundles-dir").arg(work.0.join("bundles")).arg("-o").arg(&local));
+    assert_eq!(std::fs::read_to_string(&local).unwrap(), first, "the bundle directories and their images render the same");
 
     run(tool().args(["catalog", "validate"]).arg(&configs));
     let reference = format!("{}/acme/catalog:v1", registry.addr);

@@ -249,3 +249,13 @@ fn only_prerelease_zero_candidates_leave_no_default_channel() {
     let g = render("generateMajorChannels: true\n", &[("candidate", &["0.0.0-alpha"])]).unwrap();
     assert_eq!(g.default_channel, "", "opm's high-water mark starts at candidate 0.0.0; catalog validate then rejects it");
 }
+
+#[test]
+fn with_both_kinds_the_preferred_kind_wins_a_tie_at_zero() {
+    // A candidate 0.0.0 ties opm's starting mark on archetype and version; any kind beats
+    // "none", and the preferred kind beats the other.
+    let g = render("generateMajorChannels: true\ngenerateMinorChannels: true\ndefaultChannelTypePreference: major\n", &[("candidate", &["0.0.0"])]).unwrap();
+    assert_eq!(g.default_channel, "candidate-v0");
+    let g = render("generateMajorChannels: true\ngenerateMinorChannels: true\n", &[("candidate", &["0.0.0"])]).unwrap();
+    assert_eq!(g.default_channel, "candidate-v0.0");
+}

@@ -26,8 +26,8 @@ pub enum SemverError {
     NotRendered(String),
     #[error("bundle {bundle:?} has invalid version {version:?}: {message} (fix: the CSV's spec.version must be strict semver X.Y.Z[-pre][+build])")]
     InvalidVersion { bundle: String, version: String, message: String },
-    #[error("bundle {bundle:?} does not belong to this package: {package:?}")]
-    OtherPackage { bundle: String, package: String },
+    #[error("bundle {bundle:?} of package {its:?} does not belong to this package: {package:?}")]
+    OtherPackage { bundle: String, its: String, package: String },
     #[error("{archetype}: duplicate bundle name {name:?}")]
     Duplicate { archetype: &'static str, name: String },
     #[error("{archetype}: encountered bundle versions which differ only by build metadata, which cannot be ordered: bundle version {a:?} cannot be compared to {b:?}")]
@@ -76,11 +76,17 @@ struct HighWater {
 }
 
 fn outranks(new: &HighWater, old: &HighWater, preference: ChannelKind) -> bool {
-    let by_kind = |k: Option<ChannelKind>| (k == Some(preference), k == Some(ChannelKind::Minor));
+    // opm: the preferred kind first, then minor over major over none.
+    let rank = |k: Option<ChannelKind>| match k {
+        Some(k) if k == preference => 3,
+        Some(ChannelKind::Minor) => 2,
+        Some(ChannelKind::Major) => 1,
+        None => 0,
+    };
     new.archetype
         .cmp(&old.archetype)
         .then_with(|| precedence(&new.version, &old.version))
-        .then_with(|| by_kind(new.kind).cmp(&by_kind(old.kind)))
+        .then_with(|| rank(new.kind).cmp(&rank(old.kind)))
         == Ordering::Greater
 }
 
@@ -96,7 +102,7 @@ pub fn generate(template: &SemverTemplate, facts: &BTreeMap<String, BundleFacts>
             let version = Version::parse(&f.version).map_err(|e| SemverError::InvalidVersion { bundle: f.name.clone(), version: f.version.clone(), message: e.to_string() })?;
             match &package {
                 None => package = Some(f.package.clone()),
-                Some(p) if *p != f.package => return Err(SemverError::OtherPackage { bundle: f.name.clone(), package: f.package.clone() }),
+                Some(p) if *p != f.package => return Err(SemverError::OtherPackage { bundle: f.name.clone(), its: f.package.clone(), package: p.clone() }),
                 Some(_) => {}
             }
             if members.iter().any(|m| m.name == f.name) {

@@ -93,7 +93,12 @@ impl Sources {
         for layer in &pulled.layers {
             unpack(&layer.data, &layer.media_type, &mut files).map_err(|e| SourceError::Content(format!("{image}: layer {}: {e}", layer.digest)))?;
         }
-        let content = BundleContent { annotations: labels, files };
+        // Like opm: the label says it is a bundle; the unpacked annotations.yaml says the rest.
+        let content = if files.contains_key("metadata/annotations.yaml") {
+            BundleContent::annotations_from_files(files, image).map_err(|e| SourceError::Content(e.to_string()))?
+        } else {
+            BundleContent { annotations: labels, files }
+        };
         if let Some(file) = &cache_file {
             write_cache(file, &content);
         }

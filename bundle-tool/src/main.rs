@@ -64,6 +64,12 @@ enum OlmArg {
 }
 
 #[derive(Clone, Copy, ValueEnum)]
+enum MigrateLevel {
+    None,
+    BundleObjectToCsvMetadata,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
 enum Format {
     Yaml,
     Json,
@@ -80,6 +86,10 @@ enum CatalogCommand {
         output: Option<PathBuf>,
         #[arg(long, value_enum, default_value_t = Format::Yaml)]
         output_format: Format,
+        /// As opm's --migrate-level: bundle-object-to-csv-metadata carries one olm.csv.metadata
+        /// per bundle instead of every manifest as olm.bundle.object.
+        #[arg(long, value_enum, default_value_t = MigrateLevel::None)]
+        migrate_level: MigrateLevel,
         /// Read an image `…:vX.Y.Z` from DIR/X.Y.Z when that bundle directory exists.
         #[arg(long, value_name = "DIR")]
         bundles_dir: Option<PathBuf>,
@@ -266,11 +276,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let image = bundle_tool::image::operator_image(&bytes, ca.as_deref(), base.as_ref());
             emit(&image, &output)?;
         }
-        Command::Catalog(CatalogCommand::Render { template, output, output_format, bundles_dir, cache_dir, registry }) => {
+        Command::Catalog(CatalogCommand::Render { template, output, output_format, migrate_level, bundles_dir, cache_dir, registry }) => {
+            let objects = match migrate_level {
+                MigrateLevel::None => bundle_tool::catalog::bundle::Objects::BundleObjects,
+                MigrateLevel::BundleObjectToCsvMetadata => bundle_tool::catalog::bundle::Objects::CsvMetadata,
+            };
             let text = std::fs::read_to_string(&template).with_context(|| format!("{}: cannot read the template", template.display()))?;
             let sources = Sources { bundles_dir, access: registry.access(), cache_dir, ..Default::default() };
             let started = std::time::Instant::now();
-            let (catalog, provenance) = runtime()?.block_on(bundle_tool::catalog::render(&text, &template, &sources))?;
+            let (catalog, provenance) = runtime()?.block_on(bundle_tool::catalog::render(&text, &template, &sources, objects))?;
             let (mut local, mut cached, mut pulled) = (0, 0, 0);
             for (_, origin) in &provenance {
                 match origin {

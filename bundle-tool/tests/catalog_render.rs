@@ -6,6 +6,7 @@ mod support;
 use std::path::Path;
 
 use base64::Engine;
+use bundle_tool::catalog::bundle::Objects;
 use bundle_tool::catalog::source::Sources;
 use serde_json::Value;
 use support::{run, tool, Temp};
@@ -14,10 +15,14 @@ fn repo(path: &str) -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path)
 }
 
-fn render(template: &str, file: &Path, bundles_dir: &Path) -> bundle_tool::catalog::fbc::Catalog {
+fn render_as(template: &str, file: &Path, bundles_dir: &Path, objects: Objects) -> bundle_tool::catalog::fbc::Catalog {
     let sources = Sources { bundles_dir: Some(bundles_dir.to_path_buf()), cache_dir: Some(std::env::temp_dir().join("bt-unused-cache")), ..Default::default() };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    rt.block_on(bundle_tool::catalog::render(template, file, &sources)).unwrap().0
+    rt.block_on(bundle_tool::catalog::render(template, file, &sources, objects)).unwrap().0
+}
+
+fn render(template: &str, file: &Path, bundles_dir: &Path) -> bundle_tool::catalog::fbc::Catalog {
+    render_as(template, file, bundles_dir, Objects::BundleObjects)
 }
 
 #[test]
@@ -117,4 +122,20 @@ fn images_map_to_bundle_directories_by_their_version_tag() {
     assert!(sources.local_dir("registry.example.com/op-bundle:1.1.0").is_some(), "the v is optional");
     assert!(sources.local_dir("registry.example.com/op-bundle:v2.0.0").is_none(), "no such directory");
     assert!(sources.local_dir("registry.example.com/op-bundle@sha256:0000000000000000000000000000000000000000000000000000000000000000").is_none());
+}
+
+#[test]
+fn the_csv_metadata_migration_replaces_bundle_objects_with_one_csv_metadata_property() {
+    let work = Temp::new("render-csvmeta");
+    let (bundles, template) = two_bundles(&work.0);
+    let catalog = render_as(&template, &work.0.join("t.yaml"), &bundles, Objects::CsvMetadata);
+    let (b, _) = &catalog.bundles[0];
+    let types: Vec<&str> = b.properties.iter().map(|p| p.type_.as_str()).collect();
+    assert_eq!(types, ["olm.gvk", "olm.package", "olm.csv.metadata"]);
+    let meta = &b.properties[2].value;
+    assert_eq!(meta["displayName"], "Model Orchestra");
+    assert_eq!(meta["crdDescriptions"]["owned"][0]["kind"], "ModelOrchestra");
+    assert_eq!(meta["apiServiceDefinitions"], serde_json::json!({}), "Go writes its struct-typed fields even when empty");
+    assert!(meta["installModes"].as_array().unwrap().iter().any(|m| m["type"] == "AllNamespaces"));
+    assert!(meta.get("nativeAPIs").is_none());
 }

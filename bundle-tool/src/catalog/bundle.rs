@@ -71,8 +71,54 @@ pub fn go_json(value: &Value) -> String {
     out
 }
 
+/// How bundle manifests are carried (opm's `--migrate-level`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Objects {
+    /// One `olm.bundle.object` per manifest (opm's default).
+    #[default]
+    BundleObjects,
+    /// `bundle-object-to-csv-metadata`: one `olm.csv.metadata` instead.
+    CsvMetadata,
+}
+
+/// The `olm.csv.metadata` value opm builds from a CSV: these fields, empty ones left
+/// out except the three struct-typed ones Go always writes.
+fn csv_metadata(csv: &Value) -> Value {
+    let mut m = serde_json::Map::new();
+    let mut put = |key: &str, v: &Value, always: bool| {
+        let empty = match v {
+            Value::Null => true,
+            Value::String(s) => s.is_empty(),
+            Value::Array(a) => a.is_empty(),
+            Value::Object(o) => o.is_empty(),
+            _ => false,
+        };
+        if !empty {
+            m.insert(key.into(), v.clone());
+        } else if always {
+            m.insert(key.into(), json!({}));
+        }
+    };
+    let spec = &csv["spec"];
+    put("annotations", &csv["metadata"]["annotations"], false);
+    put("apiServiceDefinitions", &spec["apiservicedefinitions"], true);
+    put("crdDescriptions", &spec["customresourcedefinitions"], true);
+    put("description", &spec["description"], false);
+    put("displayName", &spec["displayName"], false);
+    put("installModes", &spec["installModes"], false);
+    put("keywords", &spec["keywords"], false);
+    put("labels", &csv["metadata"]["labels"], false);
+    put("links", &spec["links"], false);
+    put("maintainers", &spec["maintainers"], false);
+    put("maturity", &spec["maturity"], false);
+    put("minKubeVersion", &spec["minKubeVersion"], false);
+    put("nativeAPIs", &spec["nativeAPIs"], false);
+    put("provider", &spec["provider"], true);
+    Value::Object(m)
+}
+
 /// Renders `content` as the olm.bundle for `image` (the reference exactly as given).
-pub fn render(content: &BundleContent, image: &str, source_name: &str) -> Result<RenderedBundle, BundleError> {
+pub fn render(content: &BundleContent, image: &str, source_name: &str, objects_as: Objects) -> Result<RenderedBundle, BundleError> {
     let fail = |message: String| BundleError { source_name: source_name.into(), message };
     let package = content
         .annotations
@@ -121,7 +167,10 @@ pub fn render(content: &BundleContent, image: &str, source_name: &str) -> Result
         .map(|(_, o)| Property { type_: "olm.bundle.object".into(), value: json!({"data": base64::engine::general_purpose::STANDARD.encode(go_json(o))}) })
         .collect();
     object_props.sort_by_key(|p| go_json(&p.value));
-    properties.extend(object_props);
+    match objects_as {
+        Objects::BundleObjects => properties.extend(object_props),
+        Objects::CsvMetadata => properties.push(Property { type_: "olm.csv.metadata".into(), value: csv_metadata(csv) }),
+    }
 
     let mut images: Vec<RelatedImage> = Vec::new();
     let mut add = |name: &str, image: &str| {

@@ -31,14 +31,14 @@ pub enum RenderError {
 pub type Provenance = Vec<(String, source::Origin)>;
 
 /// Renders the semver template at `file` (text `text`) with bundle content from `sources`.
-pub async fn render(text: &str, file: &Path, sources: &source::Sources) -> Result<(Catalog, Provenance), RenderError> {
+pub async fn render(text: &str, file: &Path, sources: &source::Sources, objects: bundle::Objects) -> Result<(Catalog, Provenance), RenderError> {
     let template = template::parse(text, file)?;
     let images = template.images();
     let contents = sources.load_all(&images).await.map_err(|error| RenderError::Source { error, file: file.to_path_buf() })?;
     let mut rendered = BTreeMap::new();
     let mut provenance = Vec::new();
     for (image, (content, origin)) in images.iter().zip(contents) {
-        let r = bundle::render(&content, image, image).map_err(|error| RenderError::Bundle { error, file: file.to_path_buf() })?;
+        let r = bundle::render(&content, image, image, objects).map_err(|error| RenderError::Bundle { error, file: file.to_path_buf() })?;
         rendered.insert(image.clone(), r);
         provenance.push((image.clone(), origin));
     }

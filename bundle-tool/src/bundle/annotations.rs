@@ -2,6 +2,8 @@
 
 use std::collections::BTreeMap;
 
+use serde_json::Value;
+
 pub const MEDIATYPE: &str = "operators.operatorframework.io.bundle.mediatype.v1";
 pub const MANIFESTS: &str = "operators.operatorframework.io.bundle.manifests.v1";
 pub const METADATA: &str = "operators.operatorframework.io.bundle.metadata.v1";
@@ -24,4 +26,15 @@ pub fn for_bundle(package: &str, channels: &[String], default_channel: Option<&s
         a.insert(DEFAULT_CHANNEL.to_string(), d.to_string());
     }
     a
+}
+
+/// The string entries of a JSON object (image-config labels, the `annotations:` map).
+pub fn string_map(object: &Value) -> BTreeMap<String, String> {
+    object.as_object().map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect()).unwrap_or_default()
+}
+
+/// The annotations of a `metadata/annotations.yaml` text.
+pub fn parse(text: &str) -> Result<BTreeMap<String, String>, serde_yaml::Error> {
+    let doc: Value = serde_yaml::from_str(text)?;
+    Ok(string_map(&doc["annotations"]))
 }

@@ -12,8 +12,7 @@ use serde_json::{json, Value};
 use super::fbc::{Bundle, Icon, Property, RelatedImage, BUNDLE};
 use super::semver::BundleFacts;
 
-const PACKAGE_LABEL: &str = "operators.operatorframework.io.bundle.package.v1";
-const MANIFESTS_LABEL: &str = "operators.operatorframework.io.bundle.manifests.v1";
+use crate::bundle::annotations;
 
 #[derive(Debug, thiserror::Error)]
 #[error("{source_name}: {message}")]
@@ -44,11 +43,7 @@ impl BundleContent {
     pub fn annotations_from_files(files: BTreeMap<String, String>, source_name: &str) -> Result<BundleContent, BundleError> {
         let fail = |message: String| BundleError { source_name: source_name.into(), message };
         let text = files.get("metadata/annotations.yaml").ok_or_else(|| fail("no metadata/annotations.yaml (fix: run `bundle-tool bundle generate`)".into()))?;
-        let doc: Value = serde_yaml::from_str(text).map_err(|e| fail(format!("metadata/annotations.yaml: {e}")))?;
-        let annotations = doc["annotations"]
-            .as_object()
-            .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect())
-            .unwrap_or_default();
+        let annotations = annotations::parse(text).map_err(|e| fail(format!("metadata/annotations.yaml: {e}")))?;
         Ok(BundleContent { annotations, files })
     }
 }
@@ -122,10 +117,10 @@ pub fn render(content: &BundleContent, image: &str, source_name: &str, objects_a
     let fail = |message: String| BundleError { source_name: source_name.into(), message };
     let package = content
         .annotations
-        .get(PACKAGE_LABEL)
+        .get(annotations::PACKAGE)
         .cloned()
-        .ok_or_else(|| fail(format!("not a bundle: no {PACKAGE_LABEL} label/annotation (fix: build it with `bundle-tool bundle build`)")))?;
-    let manifests_dir = content.annotations.get(MANIFESTS_LABEL).map(String::as_str).unwrap_or("manifests/").trim_matches('/').to_string() + "/";
+        .ok_or_else(|| fail(format!("not a bundle: no {} label/annotation (fix: build it with `bundle-tool bundle build`)", annotations::PACKAGE)))?;
+    let manifests_dir = content.annotations.get(annotations::MANIFESTS).map(String::as_str).unwrap_or("manifests/").trim_matches('/').to_string() + "/";
 
     let mut objects = Vec::new();
     for (path, text) in content.files.iter().filter(|(p, _)| p.starts_with(&manifests_dir) && !p[manifests_dir.len()..].contains('/')) {

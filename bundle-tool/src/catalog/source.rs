@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use futures::{StreamExt, TryStreamExt};
 
 use super::bundle::BundleContent;
+use crate::bundle::annotations;
 use crate::image::registry::{Access, Pool, RegistryError};
 
 #[derive(Default)]
@@ -80,13 +81,11 @@ impl Sources {
             return Ok((content, Origin::Registry { digest, cached: true }));
         }
         let pulled = conn.pull().await?;
-        let labels: BTreeMap<String, String> = pulled.config["config"]["Labels"]
-            .as_object()
-            .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect())
-            .unwrap_or_default();
-        if !labels.contains_key("operators.operatorframework.io.bundle.package.v1") {
+        let labels = annotations::string_map(&pulled.config["config"]["Labels"]);
+        if !labels.contains_key(annotations::PACKAGE) {
             return Err(SourceError::Content(format!(
-                "{image}: not a bundle image: its config has no label operators.operatorframework.io.bundle.package.v1 (opm would not render it either; fix: build it with `bundle-tool bundle build`)"
+                "{image}: not a bundle image: its config has no label {} (opm would not render it either; fix: build it with `bundle-tool bundle build`)",
+                annotations::PACKAGE
             )));
         }
         let mut files = BTreeMap::new();

@@ -182,13 +182,12 @@ pub fn bundle_image(bundle_dir: &std::path::Path) -> Result<Image, crate::error:
         .filter(|(p, _)| p.starts_with("manifests/") || p.starts_with("metadata/"))
         .map(|(p, content)| File { path: p.clone(), mode: 0o644, data: content.as_bytes().to_vec() })
         .collect();
-    let annotations_file = bundle_dir.join("metadata/annotations.yaml");
-    let annotations: Value = serde_yaml::from_str(tree.get("metadata/annotations.yaml").map(String::as_str).unwrap_or_default())
-        .map_err(|e| crate::error::ToolError::Field { file: annotations_file.clone(), field: "annotations".into(), message: e.to_string(), fix: "run `bundle-tool bundle validate`".into() })?;
-    let labels: BTreeMap<String, String> = annotations["annotations"]
-        .as_object()
-        .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect())
-        .unwrap_or_default();
+    let labels = crate::bundle::annotations::parse(tree.get("metadata/annotations.yaml").map(String::as_str).unwrap_or_default()).map_err(|e| crate::error::ToolError::Field {
+        file: bundle_dir.join("metadata/annotations.yaml"),
+        field: "annotations".into(),
+        message: e.to_string(),
+        fix: "run `bundle-tool bundle validate`".into(),
+    })?;
     Ok(build(&ImageConfig { labels, ..Default::default() }, &[files]))
 }
 

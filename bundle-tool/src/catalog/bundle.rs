@@ -113,8 +113,8 @@ fn csv_metadata(csv: &Value) -> Value {
 }
 
 /// Renders `content` as the olm.bundle for `image` (the reference exactly as given).
-pub fn render(content: &BundleContent, image: &str, source_name: &str, objects_as: Objects) -> Result<RenderedBundle, BundleError> {
-    let fail = |message: String| BundleError { source_name: source_name.into(), message };
+pub fn render(content: &BundleContent, image: &str, objects_as: Objects) -> Result<RenderedBundle, BundleError> {
+    let fail = |message: String| BundleError { source_name: image.into(), message };
     let package = content
         .annotations
         .get(annotations::PACKAGE)
@@ -156,14 +156,17 @@ pub fn render(content: &BundleContent, image: &str, source_name: &str, objects_a
         let group = required["name"].as_str().and_then(|n| n.split_once('.')).map(|(_, g)| g).unwrap_or_default();
         properties.push(Property { type_: "olm.gvk.required".into(), value: json!({"group": group, "kind": required["kind"], "version": required["version"]}) });
     }
-    properties.sort_by(|a, b| a.type_.cmp(&b.type_).then_with(|| go_json(&a.value).cmp(&go_json(&b.value))));
-    let mut object_props: Vec<Property> = objects
-        .iter()
-        .map(|(_, o)| Property { type_: "olm.bundle.object".into(), value: json!({"data": base64::engine::general_purpose::STANDARD.encode(go_json(o))}) })
-        .collect();
-    object_props.sort_by_key(|p| go_json(&p.value));
+    // Sort keys are serialised once per property, not once per comparison.
+    properties.sort_by_cached_key(|p| (p.type_.clone(), go_json(&p.value)));
     match objects_as {
-        Objects::BundleObjects => properties.extend(object_props),
+        Objects::BundleObjects => {
+            let mut object_props: Vec<Property> = objects
+                .iter()
+                .map(|(_, o)| Property { type_: "olm.bundle.object".into(), value: json!({"data": base64::engine::general_purpose::STANDARD.encode(go_json(o))}) })
+                .collect();
+            object_props.sort_by_cached_key(|p| go_json(&p.value));
+            properties.extend(object_props);
+        }
         Objects::CsvMetadata => properties.push(Property { type_: "olm.csv.metadata".into(), value: csv_metadata(csv) }),
     }
 

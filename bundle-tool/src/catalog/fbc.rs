@@ -136,15 +136,14 @@ impl Catalog {
         names.dedup();
         let mut docs = Vec::new();
         for pkg in names.iter().filter(|n| !n.is_empty()) {
-            let mut packages: Vec<&Package> = self.packages.iter().map(|(p, _)| p).filter(|p| &p.name == pkg).collect();
-            packages.sort_by(|a, b| a.name.cmp(&b.name));
+            let packages = self.packages.iter().map(|(p, _)| p).filter(|p| &p.name == pkg);
             let mut channels: Vec<&Channel> = self.channels.iter().map(|(c, _)| c).filter(|c| &c.package == pkg).collect();
             channels.sort_by(|a, b| a.name.cmp(&b.name));
             let mut bundles: Vec<&Bundle> = self.bundles.iter().map(|(b, _)| b).filter(|b| &b.package == pkg).collect();
             bundles.sort_by(|a, b| a.name.cmp(&b.name));
             let mut others: Vec<&Value> = self.others.iter().map(|(o, _)| o).filter(|o| &package_of(o) == pkg).collect();
             others.sort_by(|a, b| a["schema"].as_str().cmp(&b["schema"].as_str()));
-            docs.extend(packages.into_iter().map(Doc::Package));
+            docs.extend(packages.map(Doc::Package));
             docs.extend(channels.into_iter().map(Doc::Channel));
             docs.extend(bundles.into_iter().map(Doc::Bundle));
             docs.extend(self.deprecations.iter().map(|(d, _)| d).filter(|d| &package_of(d) == pkg).map(Doc::Raw));
@@ -321,29 +320,6 @@ pub fn load_text(text: &str, file: &Path, catalog: &mut Catalog) -> Result<(), T
         }
     }
     Ok(())
-}
-
-/// Files per package, as `opm` lays out a catalog directory: `<package>/catalog.<ext>`.
-pub fn write_dir(catalog: &Catalog, dir: &Path, json: bool) -> Result<Vec<PathBuf>, ToolError> {
-    let mut per_package: BTreeMap<String, Catalog> = BTreeMap::new();
-    for (p, o) in &catalog.packages {
-        per_package.entry(p.name.clone()).or_default().packages.push((p.clone(), o.clone()));
-    }
-    for (c, o) in &catalog.channels {
-        per_package.entry(c.package.clone()).or_default().channels.push((c.clone(), o.clone()));
-    }
-    for (b, o) in &catalog.bundles {
-        per_package.entry(b.package.clone()).or_default().bundles.push((b.clone(), o.clone()));
-    }
-    let mut written = Vec::new();
-    for (name, part) in per_package {
-        let pkg_dir = dir.join(&name);
-        std::fs::create_dir_all(&pkg_dir).map_err(|e| ToolError::io(&pkg_dir, e))?;
-        let file = pkg_dir.join(if json { "catalog.json" } else { "catalog.yaml" });
-        std::fs::write(&file, if json { part.to_json() } else { part.to_yaml() }).map_err(|e| ToolError::io(&file, e))?;
-        written.push(file);
-    }
-    Ok(written)
 }
 
 #[cfg(test)]

@@ -38,7 +38,7 @@ pub async fn render(text: &str, file: &Path, sources: &source::Sources, objects:
     let mut rendered = BTreeMap::new();
     let mut provenance = Vec::new();
     for (image, (content, origin)) in images.iter().zip(contents) {
-        let r = bundle::render(&content, image, image, objects).map_err(|error| RenderError::Bundle { error, file: file.to_path_buf() })?;
+        let r = bundle::render(&content, image, objects).map_err(|error| RenderError::Bundle { error, file: file.to_path_buf() })?;
         rendered.insert(image.clone(), r);
         provenance.push((image.clone(), origin));
     }
@@ -58,11 +58,7 @@ pub async fn render(text: &str, file: &Path, sources: &source::Sources, objects:
     };
     let mut catalog = Catalog { packages: vec![(package, origin.clone())], ..Default::default() };
     catalog.channels = graph.channels.into_iter().map(|c| (c, origin.clone())).collect();
-    let mut seen = std::collections::BTreeSet::new();
-    for r in rendered.into_values() {
-        if seen.insert((r.bundle.name.clone(), r.bundle.image.clone())) {
-            catalog.bundles.push((r.bundle, origin.clone()));
-        }
-    }
+    // One olm.bundle per distinct image, as opm renders each image once.
+    catalog.bundles = rendered.into_values().map(|r| (r.bundle, origin.clone())).collect();
     Ok((catalog, provenance))
 }

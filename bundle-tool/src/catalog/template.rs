@@ -63,27 +63,21 @@ fn err(file: &Path, field: &str, message: impl Into<String>, fix: &str) -> ToolE
 }
 
 /// The fields of a mapping by lower-cased key, rejecting keys not in `known`.
-fn fields<'a>(file: &Path, at: &str, value: &'a Value, known: &[&str]) -> Result<Vec<(&'static str, &'a Value)>, ToolError> {
+fn fields<'a>(file: &Path, at: &str, value: &'a Value, known: &[&'static str]) -> Result<Vec<(&'static str, &'a Value)>, ToolError> {
     let Some(map) = value.as_mapping() else {
         return Err(err(file, at, "must be a mapping", "see catalog/operator_catalog.yaml for the shape"));
     };
     let mut out = Vec::new();
     for (k, v) in map {
         let key = k.as_str().ok_or_else(|| err(file, at, format!("key {k:?} is not a string"), "use string keys"))?;
-        let Some(name) = known.iter().find(|n| n.eq_ignore_ascii_case(key)) else {
+        let Some(&name) = known.iter().find(|n| n.eq_ignore_ascii_case(key)) else {
             return Err(err(file, &format!("{at}{key}"), format!("json: unknown field \"{key}\""), &format!("known fields: {}", known.join(", "))));
         };
         // Go's decoder lets a later key that differs only in case win; so do we.
-        out.retain(|(n, _)| n != name);
-        let name: &'static str = known_static(name);
+        out.retain(|(n, _)| *n != name);
         out.push((name, v));
     }
     Ok(out)
-}
-
-fn known_static(name: &str) -> &'static str {
-    const ALL: [&str; 9] = ["schema", "generateMajorChannels", "generateMinorChannels", "defaultChannelTypePreference", "candidate", "fast", "stable", "bundles", "image"];
-    ALL.iter().find(|n| **n == name).copied().expect("field names come from ALL")
 }
 
 /// Parses the template text; `file` names it in errors.

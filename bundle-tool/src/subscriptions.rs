@@ -8,6 +8,7 @@
 use serde_json::{json, Value};
 
 use crate::error::ToolError;
+use crate::image::registry::has_tag_or_digest;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Olm {
@@ -35,10 +36,6 @@ pub fn routing_of(channel: &str) -> Option<String> {
     let major = version.split('.').next()?;
     (!major.is_empty() && major.chars().all(|c| c.is_ascii_digit()) && version.split('.').count() <= 2 && version.split('.').all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit())))
         .then(|| format!("v{major}"))
-}
-
-fn has_tag_or_digest(image: &str) -> bool {
-    image.contains('@') || image.rsplit('/').next().is_some_and(|last| last.contains(':'))
 }
 
 /// The manifests, as one multi-document YAML stream with a header naming the label.

@@ -5,9 +5,8 @@
 mod support;
 
 use std::path::Path;
-use std::process::Command;
 
-use support::{bundle, push_hand_made_base, run, skopeo, tool, Registry, Temp};
+use support::{bundle, push_hand_made_base, run, skopeo, tool, unpack_with_skopeo, Registry, Temp};
 
 fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
@@ -60,13 +59,7 @@ fn a_catalog_rendered_from_registry_bundles_is_validated_built_pushed_and_readab
     assert!(config["config"]["Entrypoint"].is_null(), "FROM scratch: nothing to run, OLM v1 unpacks /configs");
 
     // The image's /configs is the rendered directory, byte for byte.
-    let copy = work.0.join("copy");
-    run(Command::new("skopeo").args(["copy", "--src-tls-verify=false", &format!("docker://{reference}")]).arg(format!("oci:{}:x", copy.display())));
-    let raw = skopeo(&["inspect", "--raw", "--tls-verify=false", &format!("docker://{reference}")]);
-    let layer = raw["layers"][0]["digest"].as_str().unwrap().trim_start_matches("sha256:").to_string();
-    let root = work.0.join("root");
-    std::fs::create_dir_all(&root).unwrap();
-    run(Command::new("tar").arg("-xzf").arg(copy.join("blobs/sha256").join(layer)).arg("-C").arg(&root));
+    let root = unpack_with_skopeo(&work.0, &reference);
     assert_eq!(std::fs::read_to_string(root.join("configs/model-orchestra-operator/catalog.yaml")).unwrap(), first);
 }
 

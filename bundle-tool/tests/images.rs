@@ -9,7 +9,7 @@ use std::process::Command;
 
 use support::{run, skopeo, tool, Registry, Temp};
 
-use support::{bundle, push_hand_made_base};
+use support::{bundle, push_hand_made_base, unpack_with_skopeo};
 
 #[test]
 fn a_pushed_bundle_image_carries_the_annotations_as_labels_and_round_trips_through_skopeo() {
@@ -29,12 +29,7 @@ fn a_pushed_bundle_image_carries_the_annotations_as_labels_and_round_trips_throu
     assert_eq!(raw["layers"][0]["mediaType"], "application/vnd.oci.image.layer.v1.tar+gzip");
 
     // Content round trip: copy to an OCI directory and unpack the layer.
-    let copy = work.0.join("copy");
-    run(Command::new("skopeo").args(["copy", "--src-tls-verify=false", &format!("docker://{reference}")]).arg(format!("oci:{}:v1.0.0", copy.display())));
-    let layer = raw["layers"][0]["digest"].as_str().unwrap().trim_start_matches("sha256:").to_string();
-    let unpacked = work.0.join("unpacked");
-    std::fs::create_dir_all(&unpacked).unwrap();
-    run(Command::new("tar").arg("-xzf").arg(copy.join("blobs/sha256").join(&layer)).arg("-C").arg(&unpacked));
+    let unpacked = unpack_with_skopeo(&work.0, &reference);
     for file in ["manifests/model-orchestra-operator.clusterserviceversion.yaml", "metadata/annotations.yaml"] {
         assert_eq!(std::fs::read(unpacked.join(file)).unwrap(), std::fs::read(dir.join(file)).unwrap(), "{file}");
     }
@@ -85,13 +80,7 @@ fn the_operator_image_runs_its_binary_as_a_non_root_entrypoint() {
     let config = skopeo(&["inspect", "--config", "--tls-verify=false", &format!("docker://{reference}")]);
     assert_eq!(config["config"]["Entrypoint"][0], "/model-orchestra-operator");
     assert_eq!(config["config"]["User"], "65532:65532");
-    let raw = skopeo(&["inspect", "--raw", "--tls-verify=false", &format!("docker://{reference}")]);
-    let copy = work.0.join("copy");
-    run(Command::new("skopeo").args(["copy", "--src-tls-verify=false", &format!("docker://{reference}")]).arg(format!("oci:{}:x", copy.display())));
-    let layer = raw["layers"][0]["digest"].as_str().unwrap().trim_start_matches("sha256:").to_string();
-    let root = work.0.join("root");
-    std::fs::create_dir_all(&root).unwrap();
-    run(Command::new("tar").arg("-xzf").arg(copy.join("blobs/sha256").join(layer)).arg("-C").arg(&root));
+    let root = unpack_with_skopeo(&work.0, &reference);
     let help = run(Command::new(root.join("model-orchestra-operator")).arg("--help"));
     assert!(String::from_utf8_lossy(&help.stdout).contains("Usage"), "the extracted entrypoint runs");
 }
@@ -121,14 +110,7 @@ fn an_image_built_on_a_pulled_base_keeps_its_layers_and_merges_its_config() {
     assert_eq!(config["rootfs"]["diff_ids"].as_array().unwrap().len(), 2);
 
     // The whole image unpacks into one root with both layers' files.
-    let copy = work.0.join("copy");
-    run(Command::new("skopeo").args(["copy", "--src-tls-verify=false", &format!("docker://{reference}")]).arg(format!("oci:{}:x", copy.display())));
-    let root = work.0.join("root");
-    std::fs::create_dir_all(&root).unwrap();
-    for layer in layers {
-        let digest = layer["digest"].as_str().unwrap().trim_start_matches("sha256:");
-        run(Command::new("tar").arg("-xzf").arg(copy.join("blobs/sha256").join(digest)).arg("-C").arg(&root));
-    }
+    let root = unpack_with_skopeo(&work.0, &reference);
     assert_eq!(std::fs::read_to_string(root.join("etc/base-release")).unwrap(), "base 1\n");
     assert!(root.join("model-orchestra-operator").exists());
 }

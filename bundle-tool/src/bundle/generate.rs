@@ -32,8 +32,7 @@ pub struct GenerateOptions {
 
 /// The operator image reference for `image` and `version`.
 pub fn image_ref(image: &str, version: &semver::Version) -> String {
-    let last = image.rsplit('/').next().unwrap_or(image);
-    if image.contains('@') || last.contains(':') {
+    if crate::image::registry::has_tag_or_digest(image) {
         image.to_string()
     } else {
         format!("{image}:v{version}")

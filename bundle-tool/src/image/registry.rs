@@ -13,7 +13,7 @@ use oci_client::{Client, Reference};
 use serde_json::Value;
 
 use super::auth::{auth_for, AuthError, Credentials};
-use super::{sha256_digest, Blob};
+use super::Blob;
 
 /// How to reach registries.
 #[derive(Debug, Clone, Default)]
@@ -47,6 +47,12 @@ pub struct Connection {
 fn is_loopback(registry: &str) -> bool {
     let host = registry.rsplit_once(':').map(|(h, _)| h).unwrap_or(registry);
     matches!(host, "127.0.0.1" | "localhost" | "[::1]")
+}
+
+/// Whether a reference names a tag or a digest (`repo:tag`, `repo@sha256:…`), not only a
+/// repository; a `:` in the registry host (`host:5000/repo`) does not count.
+pub fn has_tag_or_digest(reference: &str) -> bool {
+    reference.contains('@') || reference.rsplit('/').next().is_some_and(|last| last.contains(':'))
 }
 
 pub fn parse_reference(reference: &str) -> Result<Reference, RegistryError> {
@@ -120,16 +126,14 @@ impl Connection {
         Ok(PulledImage { digest, config, layers })
     }
 
-    pub async fn blob(&self, descriptor: &OciDescriptor) -> Result<Bytes, RegistryError> {
+    /// One blob; oci-client hashes it while streaming and fails on a digest mismatch.
+    async fn blob(&self, descriptor: &OciDescriptor) -> Result<Bytes, RegistryError> {
         let data = with_retries(|| async {
             let mut out = Vec::with_capacity(descriptor.size.max(0) as usize);
             self.client.pull_blob(&self.reference, descriptor, &mut out).await.map(|_| out)
         })
         .await
         .map_err(|e| self.error("pulling a blob", e))?;
-        if sha256_digest(&data) != descriptor.digest {
-            return Err(RegistryError::Content { reference: self.name.clone(), message: format!("blob {} does not match its digest", descriptor.digest) });
-        }
         Ok(Bytes::from(data))
     }
 }

@@ -81,6 +81,21 @@ impl Drop for Registry {
 }
 
 
+/// Copies `reference` with skopeo into an OCI directory under `work` and unpacks every
+/// layer, in order, into `work/root`; returns that root.
+pub fn unpack_with_skopeo(work: &Path, reference: &str) -> PathBuf {
+    let copy = work.join("copy");
+    run(Command::new("skopeo").args(["copy", "--src-tls-verify=false", &format!("docker://{reference}")]).arg(format!("oci:{}:x", copy.display())));
+    let raw = skopeo(&["inspect", "--raw", "--tls-verify=false", &format!("docker://{reference}")]);
+    let root = work.join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    for layer in raw["layers"].as_array().expect("an image manifest") {
+        let digest = layer["digest"].as_str().unwrap().trim_start_matches("sha256:");
+        run(Command::new("tar").arg("-xzf").arg(copy.join("blobs/sha256").join(digest)).arg("-C").arg(&root));
+    }
+    root
+}
+
 /// A generated, valid bundle directory `dir/<version>`.
 pub fn bundle(dir: &Path, version: &str) -> PathBuf {
     let meta = concat!(env!("CARGO_MANIFEST_DIR"), "/../config/manifests/metadata.yaml");

@@ -4,12 +4,8 @@
 # compressed size of the operator image when a static binary exists (`make static`).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-# The release build when there is one (`cargo build --release -p bundle-tool`), else debug.
-tool="$root/target/release/bundle-tool"
-[ -x "$tool" ] || tool="$root/target/debug/bundle-tool"
-echo "using $tool"
-# shellcheck source=lib/registry.sh
-. "$root/scripts/lib/registry.sh"
+# shellcheck source=lib/bench.sh
+. "$root/scripts/lib/bench.sh"
 now() { date +%s.%N; }
 secs() { python3 -c "print(f'{$2-$1:.3f}')"; }
 t0=$(now)

@@ -6,11 +6,8 @@
 # timed. Uses the release bundle-tool when built (`cargo build --release -p bundle-tool`).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-tool="$root/target/release/bundle-tool"
-[ -x "$tool" ] || tool="$root/target/debug/bundle-tool"
-echo "using $tool"
-# shellcheck source=lib/registry.sh
-. "$root/scripts/lib/registry.sh"
+# shellcheck source=lib/bench.sh
+. "$root/scripts/lib/bench.sh"
 
 repo=127.0.0.1:$port/bench/bundle
 versions=()

@@ -7,6 +7,7 @@ use std::io::Write;
 use std::path::Path;
 
 use base64::Engine;
+use model_orchestra::chart::{is_dns_label, is_dns_subdomain};
 use serde_json::Value;
 
 use super::annotations::{self, REQUIRED};
@@ -325,16 +326,4 @@ pub fn compressed_size(content: &[u8]) -> usize {
     gz.write_all(content).expect("writing to memory");
     let compressed = gz.finish().expect("writing to memory");
     base64::engine::general_purpose::STANDARD.encode(compressed).len()
-}
-
-pub fn is_dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-}
-
-pub fn is_dns_subdomain(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns_label)
 }

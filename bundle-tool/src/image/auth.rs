@@ -89,7 +89,13 @@ fn helper_get(helper: &str, registry: &str) -> Result<RegistryAuth, AuthError> {
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| fail(format!("cannot run it: {e}")))?;
-    child.stdin.take().expect("piped").write_all(registry.as_bytes()).map_err(|e| fail(e.to_string()))?;
+    // A helper may exit without reading stdin (e.g. a locked keychain); its exit status and
+    // stderr then say why, so a broken pipe here is not the error to report.
+    if let Err(e) = child.stdin.take().expect("piped").write_all(registry.as_bytes()) {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            return Err(fail(e.to_string()));
+        }
+    }
     let out = child.wait_with_output().map_err(|e| fail(e.to_string()))?;
     if !out.status.success() {
         let said = String::from_utf8_lossy(&out.stdout).trim().to_string() + String::from_utf8_lossy(&out.stderr).trim();

@@ -182,10 +182,12 @@ async fn with_faults_injected_the_operator_converges_once_they_stop() {
         eprintln!("skipped on a real cluster: faults are injected by the loopback server");
         return;
     };
-    server.set_faults(Faults { error_rate: 0.3, latency_ms: 5, drop_watches_after_ms: Some(1500) });
-    let _op = Operator::start(&cluster, OperatorOptions::default());
+    // The user's own apply goes in before the faults (a 500 there would fail the test, not
+    // the operator); the operator then starts, lists and reconciles under them.
     let yaml = cr_with_apps("demo", &["chat", "embed"], None);
     cluster.apply_cr(&yaml).await;
+    server.set_faults(Faults { error_rate: 0.3, latency_ms: 5, drop_watches_after_ms: Some(1500) });
+    let _op = Operator::start(&cluster, OperatorOptions::default());
     tokio::time::sleep(Duration::from_secs(4)).await;
     let failures = server.requests().iter().filter(|r| r.code == 500).count();
     assert!(failures > 0, "faults were injected");

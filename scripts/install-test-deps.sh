@@ -5,6 +5,9 @@
 #   - kubectl (Debian): drives the loopback kube-testserver in its tests.
 #   - docker-registry, skopeo (Debian): a real OCI registry on 127.0.0.1 for bundle-tool's
 #     pushes, and an independent client to check what was pushed.
+#   - the upstream Go programs (etcd, kube-apiserver, kube-controller-manager,
+#     kube-scheduler, kubectl, kwok, …) built from the pinned modules under tools/ into
+#     target/tools/bin by scripts/build-go-tools.sh (cached: a no-op when nothing changed).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 tools="$root/target/tools"
@@ -21,7 +24,6 @@ ln -sf "$venv/bin/kubernetes-validate" "$tools/bin/kubernetes-validate"
 
 # Debian packages the tests drive as independent clients.
 missing=()
-command -v kubectl >/dev/null || missing+=(kubectl)
 command -v docker-registry >/dev/null || missing+=(docker-registry)
 command -v skopeo >/dev/null || missing+=(skopeo)
 if ((${#missing[@]})); then
@@ -30,3 +32,5 @@ if ((${#missing[@]})); then
   "${sudo_cmd[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+
+"$root/scripts/build-go-tools.sh"

@@ -1,0 +1,438 @@
+//! A local Kubernetes control plane made of the real upstream programs — etcd,
+//! kube-apiserver, kube-controller-manager, kube-scheduler — plus kwok, which plays the
+//! kubelets of fake CPU and GPU nodes. Everything listens on 127.0.0.1 on ephemeral ports
+//! and lives in a temp dir; every process is stopped by PID when the [`Cluster`] is dropped
+//! or this program exits (see [`process`]).
+//!
+//! The API server runs as a production cluster's would in the ways an operator notices:
+//! RBAC authorization, Pod Security admission, `OwnerReferencesPermissionEnforcement` (as
+//! OpenShift enables it), a structural-schema and CEL-checking apiextensions server, and an
+//! audit log of every request ([`audit`]). The controller manager runs each controller
+//! under its own ServiceAccount, as kubeadm clusters do.
+//!
+//! Used by the e2e tests ([`Cluster::shared`]: one cluster per test binary) and by
+//! `make cluster` (the `local-cluster` binary).
+
+pub mod audit;
+pub mod kubeconfig;
+pub mod nodes;
+pub mod pki;
+pub mod process;
+pub mod proxy;
+pub mod tools;
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Node, ServiceAccount};
+use kube::api::{Api, Patch, PatchParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::Client;
+
+use kubeconfig::Credentials;
+pub use nodes::NodeSpec;
+use pki::{CertPem, Pki};
+use process::Supervised;
+
+/// Why the cluster could not start (or a request to it failed).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{name} is not built ({path}): run scripts/build-go-tools.sh (make test does)", path = path.display())]
+    MissingProgram { name: String, path: PathBuf },
+    #[error("{path}: {source}", path = path.display())]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("certificates: {0}")]
+    Pki(String),
+    #[error("{component} did not start: {message}\n--- last lines of {log} ---\n{tail}", log = log.display())]
+    Start { component: String, message: String, log: PathBuf, tail: String },
+    #[error("the cluster's API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("timed out after {0:?} waiting until {1}")]
+    Timeout(Duration, String),
+}
+
+impl Error {
+    pub(crate) fn io(path: &Path, source: std::io::Error) -> Error {
+        Error::Io { path: path.to_path_buf(), source }
+    }
+}
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub nodes: Vec<NodeSpec>,
+    /// Client rate limit of the controller manager and the scheduler (requests per second);
+    /// raise it for benchmarks that create thousands of objects.
+    pub controller_qps: u32,
+    /// Keep the cluster's directory (logs, audit log, etcd data) after it stops.
+    pub keep_dir: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { nodes: nodes::default_nodes(), controller_qps: 100, keep_dir: false }
+    }
+}
+
+/// A running cluster. Dropping it stops every process it started (by PID) and removes its
+/// directory.
+pub struct Cluster {
+    dir: PathBuf,
+    keep_dir: bool,
+    /// `https://127.0.0.1:<port>`
+    pub server: String,
+    pub ca_pem: String,
+    /// Kubeconfig of the admin (group `system:masters`).
+    pub kubeconfig: PathBuf,
+    pub audit_log: PathBuf,
+    pub nodes: Vec<NodeSpec>,
+    admin: CertPem,
+    /// In start order; stopped in reverse.
+    processes: Mutex<Vec<(&'static str, Supervised)>>,
+}
+
+const START_TIMEOUT: Duration = Duration::from_secs(90);
+
+impl Cluster {
+    /// The cluster of this program, started on first use and stopped when the program exits:
+    /// one per test binary (tests take a namespace each).
+    pub fn shared() -> &'static Cluster {
+        static SHARED: OnceLock<Result<Cluster, String>> = OnceLock::new();
+        let result = SHARED.get_or_init(|| {
+            // On a thread of its own: the caller may be inside an async runtime.
+            std::thread::spawn(|| {
+                let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
+                runtime.block_on(Cluster::start(Options::default())).map_err(|e| e.to_string())
+            })
+            .join()
+            .unwrap_or_else(|_| Err("the cluster's start panicked".into()))
+        });
+        match result {
+            Ok(cluster) => cluster,
+            Err(e) => panic!("the local cluster did not start: {e}"),
+        }
+    }
+
+    /// Starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok, and
+    /// creates the nodes; returns once every node is Ready and schedulable.
+    pub async fn start(options: Options) -> Result<Cluster, Error> {
+        let started = Instant::now();
+        let dir = temp_dir()?;
+        process::remove_at_exit(&dir);
+        let pki = Pki::create(&dir.join("pki"))?;
+        let logs = dir.join("logs");
+        std::fs::create_dir_all(&logs).map_err(|e| Error::io(&logs, e))?;
+        let port = || process::free_port().map_err(|e| Error::io(Path::new("127.0.0.1:0"), e));
+
+        let mut processes = Vec::new();
+        // etcd: its data dir needs no fsync (the cluster is thrown away).
+        let (etcd_port, peer_port) = (port()?, port()?);
+        let etcd_url = format!("http://127.0.0.1:{etcd_port}");
+        let peer_url = format!("http://127.0.0.1:{peer_port}");
+        let mut etcd = Command::new(tools::program("etcd")?);
+        etcd.args(["--name", "local", "--data-dir"])
+            .arg(dir.join("etcd"))
+            .args(["--listen-client-urls", &etcd_url, "--advertise-client-urls", &etcd_url])
+            .args(["--listen-peer-urls", &peer_url, "--initial-advertise-peer-urls", &peer_url])
+            .args(["--initial-cluster", &format!("local={peer_url}")])
+            .args(["--unsafe-no-fsync", "--log-level", "warn", "--quota-backend-bytes", "8589934592"]);
+        processes.push(("etcd", spawn_logged(etcd, &logs, "etcd")?));
+        wait_http_ok(&format!("127.0.0.1:{etcd_port}"), "/health", "etcd", &logs).await?;
+
+        pki.serving("apiserver")?;
+        let audit_policy = dir.join("audit-policy.yaml");
+        std::fs::write(&audit_policy, include_str!("../config/audit-policy.yaml")).map_err(|e| Error::io(&audit_policy, e))?;
+        let audit_log = dir.join("audit.log");
+        let api_port = port()?;
+        let server = format!("https://127.0.0.1:{api_port}");
+        let mut apiserver = Command::new(tools::program("kube-apiserver")?);
+        apiserver
+            .args(["--etcd-servers", &etcd_url, "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1"])
+            .args(["--secure-port", &api_port.to_string()])
+            .arg("--cert-dir")
+            .arg(dir.join("apiserver"))
+            .arg(format!("--tls-cert-file={}", pki.path("apiserver.crt").display()))
+            .arg(format!("--tls-private-key-file={}", pki.path("apiserver.key").display()))
+            .arg(format!("--client-ca-file={}", pki.path("ca.crt").display()))
+            .arg(format!("--service-account-key-file={}", pki.path("sa.pub").display()))
+            .arg(format!("--service-account-signing-key-file={}", pki.path("sa.key").display()))
+            .args(["--service-account-issuer", &server])
+            .args(["--service-cluster-ip-range", "10.96.0.0/16", "--allow-privileged=true"])
+            .args(["--authorization-mode", "RBAC"])
+            // The defaults (PodSecurity, ServiceAccount, NamespaceLifecycle, …) plus the
+            // check OpenShift enables: setting blockOwnerDeletion needs `update` on the
+            // owner's finalizers.
+            .args(["--enable-admission-plugins", "OwnerReferencesPermissionEnforcement"])
+            .arg(format!("--audit-policy-file={}", audit_policy.display()))
+            .arg(format!("--audit-log-path={}", audit_log.display()))
+            .args(["--audit-log-format", "json", "--audit-log-mode", "blocking", "--audit-log-maxsize", "0"])
+            // The `kubernetes` Service's endpoints cannot be a loopback address.
+            .args(["--endpoint-reconciler-type", "none"])
+            .args(["--profiling=false", "--v", "1"]);
+        processes.push(("kube-apiserver", spawn_logged(apiserver, &logs, "kube-apiserver")?));
+
+        let admin = pki.client("admin", "kubernetes-admin", Some("system:masters"))?;
+        let kubeconfig = dir.join("admin.kubeconfig");
+        kubeconfig::write(&kubeconfig, &server, &pki.ca.cert, Credentials::Certificate(&admin), "default")?;
+        let client = client_for(&kubeconfig).await?;
+        wait_ready(&client, &logs).await?;
+
+        let component_kubeconfig = |stem: &str, user: &str, group: Option<&str>| -> Result<PathBuf, Error> {
+            let cert = pki.client(stem, user, group)?;
+            let path = dir.join(format!("{stem}.kubeconfig"));
+            kubeconfig::write(&path, &server, &pki.ca.cert, Credentials::Certificate(&cert), "default")?;
+            Ok(path)
+        };
+        let qps = options.controller_qps.to_string();
+        let burst = (options.controller_qps * 2).to_string();
+        let mut kcm = Command::new(tools::program("kube-controller-manager")?);
+        kcm.arg("--kubeconfig")
+            .arg(component_kubeconfig("controller-manager", "system:kube-controller-manager", None)?)
+            .args(["--leader-elect=false", "--secure-port=0", "--use-service-account-credentials=true"])
+            .arg(format!("--service-account-private-key-file={}", pki.path("sa.key").display()))
+            .arg(format!("--root-ca-file={}", pki.path("ca.crt").display()))
+            .arg(format!("--cluster-signing-cert-file={}", pki.path("ca.crt").display()))
+            .arg(format!("--cluster-signing-key-file={}", pki.path("ca.key").display()))
+            .args(["--kube-api-qps", &qps, "--kube-api-burst", &burst, "--v", "1"]);
+        processes.push(("kube-controller-manager", spawn_logged(kcm, &logs, "kube-controller-manager")?));
+
+        let mut scheduler = Command::new(tools::program("kube-scheduler")?);
+        scheduler
+            .arg("--kubeconfig")
+            .arg(component_kubeconfig("scheduler", "system:kube-scheduler", None)?)
+            .args(["--leader-elect=false", "--secure-port=0", "--kube-api-qps", &qps, "--kube-api-burst", &burst, "--v", "1"]);
+        processes.push(("kube-scheduler", spawn_logged(scheduler, &logs, "kube-scheduler")?));
+
+        let stages = dir.join("kwok-stages.yaml");
+        std::fs::write(&stages, include_str!("../config/kwok-stages.yaml")).map_err(|e| Error::io(&stages, e))?;
+        let kwok_home = dir.join("kwok-home");
+        std::fs::create_dir_all(&kwok_home).map_err(|e| Error::io(&kwok_home, e))?;
+        let mut kwok = Command::new(tools::program("kwok")?);
+        kwok.arg("--kubeconfig")
+            .arg(component_kubeconfig("kwok", "kwok", Some("system:masters"))?)
+            .arg("--config")
+            .arg(&stages)
+            .arg(format!("--manage-nodes-with-annotation-selector={}=fake", nodes::KWOK_NODE_ANNOTATION))
+            .args(["--node-lease-duration-seconds", "40", "--cidr", "10.128.0.0/10", "--node-ip", "10.127.0.1"])
+            // kwok reads ~/.kwok first: keep it away from the user's home.
+            .env("HOME", &kwok_home)
+            .env("KWOK_WORKDIR", &kwok_home);
+        processes.push(("kwok", spawn_logged(kwok, &logs, "kwok")?));
+
+        let cluster = Cluster {
+            dir,
+            keep_dir: options.keep_dir,
+            server,
+            ca_pem: pki.ca.cert.clone(),
+            kubeconfig,
+            audit_log,
+            nodes: options.nodes.clone(),
+            admin,
+            processes: Mutex::new(processes),
+        };
+        cluster.create_nodes(&client).await?;
+        cluster.wait_schedulable(&client).await?;
+        // Pods need their namespace's `default` ServiceAccount (the controller manager's
+        // serviceaccount controller makes it): wait for the first one to know it runs.
+        let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), "default");
+        cluster.wait_for("the default ServiceAccount exists", || async { accounts.get_opt("default").await.ok().flatten().map(drop) }).await?;
+        if options.keep_dir {
+            process::forget_dir(&cluster.dir);
+        }
+        eprintln!("local-cluster: {} up in {:.1} s (logs and audit log in {})", cluster.server, started.elapsed().as_secs_f64(), cluster.dir.display());
+        Ok(cluster)
+    }
+
+    /// The cluster's directory: `logs/`, `audit.log`, `pki/`, kubeconfigs.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// An admin client (group `system:masters`).
+    pub async fn client(&self) -> Result<Client, Error> {
+        client_for(&self.kubeconfig).await
+    }
+
+    /// The admin's certificate, for clients that are not kube-rs.
+    pub fn admin_certificate(&self) -> &CertPem {
+        &self.admin
+    }
+
+    /// Writes a kubeconfig that authenticates as the ServiceAccount `namespace/name` with a
+    /// fresh bound token, so its RBAC is what the API server enforces. `server` overrides
+    /// the API server address (e.g. a [`proxy::FaultProxy`]'s).
+    pub async fn service_account_kubeconfig(&self, namespace: &str, name: &str, path: &Path, server: Option<&str>) -> Result<(), Error> {
+        let token = kubeconfig::service_account_token(&self.client().await?, namespace, name).await?;
+        kubeconfig::write(path, server.unwrap_or(&self.server), &self.ca_pem, Credentials::Token(&token), namespace)
+    }
+
+    /// The audit log: every request the API server answered so far.
+    pub fn audit(&self) -> audit::AuditLog {
+        audit::AuditLog::new(&self.audit_log)
+    }
+
+    /// Runs the cluster's own `kubectl` (the pinned version) as the admin.
+    pub fn kubectl(&self) -> Command {
+        let mut c = Command::new(tools::bin_dir().join("kubectl"));
+        c.env("KUBECONFIG", &self.kubeconfig);
+        c
+    }
+
+    /// PIDs of the running components, by name.
+    pub fn pids(&self) -> Vec<(&'static str, u32)> {
+        self.processes.lock().expect("processes lock").iter().map(|(n, p)| (*n, p.pid())).collect()
+    }
+
+    /// Stops every component (reverse start order) and removes the directory.
+    pub fn stop(&self) {
+        let mut processes = self.processes.lock().expect("processes lock");
+        while let Some((_, mut p)) = processes.pop() {
+            p.stop(Duration::from_secs(5));
+        }
+        if !self.keep_dir {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    async fn create_nodes(&self, client: &Client) -> Result<(), Error> {
+        let api: Api<Node> = Api::all(client.clone());
+        for node in &self.nodes {
+            let object = node.object();
+            let params = PatchParams::apply("local-cluster").force();
+            api.patch(&node.name, &params, &Patch::Apply(&object)).await?;
+            // The status on create may be dropped: set capacity through the subresource.
+            let status = serde_json::json!({"apiVersion": "v1", "kind": "Node", "status": object["status"]});
+            api.patch_status(&node.name, &params, &Patch::Apply(&status)).await?;
+        }
+        Ok(())
+    }
+
+    /// Every node Ready (kwok) and without the not-ready taint (node lifecycle controller).
+    async fn wait_schedulable(&self, client: &Client) -> Result<(), Error> {
+        let api: Api<Node> = Api::all(client.clone());
+        let names: Vec<String> = self.nodes.iter().map(|n| n.name.clone()).collect();
+        self.wait_for("every node is Ready and schedulable", || async {
+            let list = api.list(&Default::default()).await.ok()?;
+            let ready = |n: &Node| {
+                let ready = n.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+                let tainted = n.spec.as_ref().and_then(|s| s.taints.as_ref()).is_some_and(|t| t.iter().any(|t| t.key.starts_with("node.kubernetes.io/")));
+                ready && !tainted
+            };
+            names.iter().all(|name| list.items.iter().any(|n| n.metadata.name.as_ref() == Some(name) && ready(n))).then_some(())
+        })
+        .await
+    }
+
+    async fn wait_for<T, F, Fut>(&self, what: &str, mut f: F) -> Result<T, Error>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Option<T>>,
+    {
+        let start = Instant::now();
+        loop {
+            if let Some(v) = f().await {
+                return Ok(v);
+            }
+            self.check_alive()?;
+            if start.elapsed() > START_TIMEOUT {
+                return Err(Error::Timeout(START_TIMEOUT, what.to_string()));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// An error naming the first component that exited, with its log's tail.
+    fn check_alive(&self) -> Result<(), Error> {
+        let mut processes = self.processes.lock().expect("processes lock");
+        for (name, p) in processes.iter_mut() {
+            if let Some(status) = p.exited() {
+                return Err(exited(name, &self.dir.join("logs"), status));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn exited(name: &str, logs: &Path, status: std::process::ExitStatus) -> Error {
+    let log = logs.join(format!("{name}.log"));
+    Error::Start { component: name.to_string(), message: format!("exited ({status})"), tail: tail(&log, 30), log }
+}
+
+fn temp_dir() -> Result<PathBuf, Error> {
+    static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("local-cluster-{}-{seq}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    Ok(dir)
+}
+
+/// Spawns a component with stdout and stderr in `logs/<name>.log`.
+fn spawn_logged(mut command: Command, logs: &Path, name: &str) -> Result<Supervised, Error> {
+    let path = logs.join(format!("{name}.log"));
+    let log = std::fs::File::create(&path).map_err(|e| Error::io(&path, e))?;
+    let log2 = log.try_clone().map_err(|e| Error::io(&path, e))?;
+    command.stdin(Stdio::null()).stdout(log).stderr(log2);
+    process::spawn(command).map_err(|e| Error::Start { component: name.into(), message: e.to_string(), log: path.clone(), tail: String::new() })
+}
+
+/// The last `n` lines of a file.
+pub fn tail(path: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// Polls a plain-HTTP endpoint until it answers 200.
+async fn wait_http_ok(addr: &str, path: &str, component: &str, logs: &Path) -> Result<(), Error> {
+    let start = Instant::now();
+    loop {
+        let ok = std::net::TcpStream::connect(addr).ok().and_then(|mut s| {
+            s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+            write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
+            let mut buf = String::new();
+            s.read_to_string(&mut buf).ok()?;
+            (buf.split_whitespace().nth(1) == Some("200")).then_some(())
+        });
+        if ok.is_some() {
+            return Ok(());
+        }
+        if start.elapsed() > START_TIMEOUT {
+            let log = logs.join(format!("{component}.log"));
+            return Err(Error::Start { component: component.into(), message: format!("{addr}{path} never answered 200"), tail: tail(&log, 30), log });
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits until the API server's /readyz is ok (its post-start hooks, RBAC bootstrap
+/// included, have run).
+async fn wait_ready(client: &Client, logs: &Path) -> Result<(), Error> {
+    let start = Instant::now();
+    loop {
+        let request = http::Request::get("/readyz").body(Vec::new()).expect("a valid request");
+        match client.request_text(request).await {
+            Ok(body) if body.trim() == "ok" => return Ok(()),
+            _ if start.elapsed() > START_TIMEOUT => {
+                let log = logs.join("kube-apiserver.log");
+                return Err(Error::Start { component: "kube-apiserver".into(), message: "/readyz never became ok".into(), tail: tail(&log, 30), log });
+            }
+            _ => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+/// A kube-rs client from a kubeconfig file.
+pub async fn client_for(kubeconfig: &Path) -> Result<Client, Error> {
+    let kc = Kubeconfig::read_from(kubeconfig).map_err(|e| Error::Kube(kube::Error::InferKubeconfig(e)))?;
+    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await.map_err(|e| Error::Kube(kube::Error::InferKubeconfig(e)))?;
+    Ok(Client::try_from(config)?)
+}

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Builds the upstream Go programs the tests run against, from pinned Go modules, into
+# target/tools/bin. Each directory under tools/ is a Go module of its own (go.mod and go.sum
+# committed) whose `tool` directives name the programs; nothing is downloaded but modules
+# from the machine's Go module proxy.
+#
+# A module is rebuilt only when its go.mod, go.sum or build settings change: a stamp per
+# module records their hash, so a second run is a no-op. Go's module and build caches live
+# under target/tools/go (never in $HOME), so `rm -rf target` starts from scratch.
+#
+#   scripts/build-go-tools.sh            # every module
+#   scripts/build-go-tools.sh k8s kwok   # only these
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bin="$root/target/tools/bin"
+stamps="$root/target/tools/stamps"
+share="$root/target/tools/share"
+mkdir -p "$bin" "$stamps" "$share"
+
+export GOMODCACHE="$root/target/tools/go/mod"
+export GOCACHE="$root/target/tools/go/cache"
+# Keep the machine's own GOFLAGS (its proxy set-up); -modcacherw lets `rm -rf` remove the cache.
+GOFLAGS="$(go env GOFLAGS) -modcacherw"
+export GOFLAGS
+export CGO_ENABLED=0
+
+# Kubernetes stamps its version into component-base; without it /version says v0.0.0-master.
+k8s_version() { (cd "$root/tools/k8s" && go list -m -f '{{.Version}}' k8s.io/kubernetes); }
+
+# Per module: the build tags and linker flags its programs need.
+settings() {
+  case "$1" in
+    k8s)
+      local v; v=$(k8s_version)
+      local minor; minor=$(echo "$v" | cut -d. -f2)
+      echo "tags= ldflags=-s -w -X k8s.io/component-base/version.gitVersion=$v -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
+      ;;
+    # opm, operator-sdk and OLM use containers/image: without this tag it needs gpgme (cgo).
+    opm | operator-sdk | olm) echo "tags=containers_image_openpgp ldflags=-s -w" ;;
+    *) echo "tags= ldflags=-s -w" ;;
+  esac
+}
+
+# Files taken from a module's verified zip (go.sum) rather than built: the real CRDs of
+# the optional kinds the operator renders. Prints the paths it wrote.
+extract() {
+  case "$1" in
+    crds)
+      local dir="$root/tools/crds" out="$share/crds"
+      mkdir -p "$out"
+      local keda prom
+      keda=$(cd "$dir" && go mod download -json github.com/kedacore/keda/v2 | sed -n 's/.*"Dir": "\(.*\)",/\1/p')
+      prom=$(cd "$dir" && go mod download -json github.com/prometheus-operator/prometheus-operator | sed -n 's/.*"Dir": "\(.*\)",/\1/p')
+      cp "$keda/config/crd/bases/keda.sh_scaledobjects.yaml" "$out/"
+      cp "$prom/example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml" "$out/"
+      chmod u+w "$out"/*.yaml
+      ;;
+  esac
+}
+
+# What a module leaves in target/tools once built, to tell whether a build is complete.
+outputs() {
+  case "$1" in
+    crds) echo "$share/crds/keda.sh_scaledobjects.yaml $share/crds/monitoring.coreos.com_servicemonitors.yaml" ;;
+    k8s) for p in $2; do echo "$bin/$(basename "$p" | sed "s/^v3$/etcd/")"; done ;;
+    *) for p in $2; do echo "$bin/$(basename "$p")"; done ;;
+  esac
+}
+
+build_module() {
+  local name=$1 dir="$root/tools/$1"
+  [ -f "$dir/go.mod" ] || { echo "build-go-tools: no module tools/$name" >&2; return 1; }
+  local s tags ldflags
+  s=$(settings "$name")
+  tags=${s#tags=}; tags=${tags%% ldflags=*}
+  ldflags=${s#*ldflags=}
+  local key
+  key=$(cat "$dir/go.mod" "$dir/go.sum" <(echo "$s" "$(go version)" "$CGO_ENABLED") | sha256sum | cut -c1-16)
+  local programs
+  programs=$(cd "$dir" && go list tool 2>/dev/null || true)
+  local all_present=1 f
+  for f in $(outputs "$name" "$programs"); do [ -e "$f" ] || all_present=0; done
+  if [ "$all_present" = 1 ] && [ "$(cat "$stamps/$name" 2>/dev/null)" = "$key" ]; then
+    return 0
+  fi
+  echo "build-go-tools: building tools/$name ($(echo "$programs" | xargs -rn1 basename | tr '\n' ' '))" >&2
+  local start=$SECONDS out p
+  if [ -n "$programs" ]; then
+    out=$(mktemp -d)
+    (cd "$dir" && go build -trimpath ${tags:+-tags "$tags"} -ldflags "$ldflags" -o "$out/" $programs)
+    for p in "$out"/*; do
+      # etcd's main package is its module root, go.etcd.io/etcd/server/v3: Go names it `server`.
+      case "$(basename "$p")" in
+        server) mv "$p" "$bin/etcd" ;;
+        *) mv "$p" "$bin/" ;;
+      esac
+    done
+    rmdir "$out"
+  fi
+  extract "$name"
+  echo "$key" > "$stamps/$name"
+  echo "build-go-tools: tools/$name built in $((SECONDS - start)) s" >&2
+}
+
+modules=("$@")
+if [ ${#modules[@]} -eq 0 ]; then
+  for d in "$root"/tools/*/go.mod; do modules+=("$(basename "$(dirname "$d")")"); done
+fi
+for m in "${modules[@]}"; do build_module "$m"; done

@@ -141,7 +141,9 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("audit-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("audit.log");
-        let line = |verb: &str| serde_json::to_string(&serde_json::json!({"stage": "ResponseComplete", "verb": verb, "requestURI": "/x", "user": {"username": "u"}})).unwrap();
+        let line = |verb: &str| {
+            serde_json::to_string(&serde_json::json!({"stage": "ResponseComplete", "verb": verb, "requestURI": "/x", "user": {"username": "u"}})).unwrap()
+        };
         std::fs::write(&path, format!("{}\n", line("get"))).unwrap();
         let log = AuditLog::new(&path);
         let mark = log.mark();

@@ -24,7 +24,9 @@ pub fn write(path: &Path, server: &str, ca_pem: &str, credentials: Credentials, 
         cluster["certificate-authority-data"] = json!(b64(ca_pem));
     }
     let user = match credentials {
-        Credentials::Certificate(c) => json!({"client-certificate-data": b64(&c.cert), "client-key-data": b64(&c.key)}),
+        Credentials::Certificate(c) => {
+            json!({"client-certificate-data": b64(&c.cert), "client-key-data": b64(&c.key)})
+        }
         Credentials::Token(t) => json!({"token": t}),
     };
     let config = json!({

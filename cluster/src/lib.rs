@@ -200,10 +200,16 @@ impl Cluster {
         processes.push(("kube-controller-manager", spawn_logged(kcm, &logs, "kube-controller-manager")?));
 
         let mut scheduler = Command::new(tools::program("kube-scheduler")?);
-        scheduler
-            .arg("--kubeconfig")
-            .arg(component_kubeconfig("scheduler", "system:kube-scheduler", None)?)
-            .args(["--leader-elect=false", "--secure-port=0", "--kube-api-qps", &qps, "--kube-api-burst", &burst, "--v", "1"]);
+        scheduler.arg("--kubeconfig").arg(component_kubeconfig("scheduler", "system:kube-scheduler", None)?).args([
+            "--leader-elect=false",
+            "--secure-port=0",
+            "--kube-api-qps",
+            &qps,
+            "--kube-api-burst",
+            &burst,
+            "--v",
+            "1",
+        ]);
         processes.push(("kube-scheduler", spawn_logged(scheduler, &logs, "kube-scheduler")?));
 
         let stages = dir.join("kwok-stages.yaml");

@@ -9,7 +9,10 @@ use clap::Parser;
 use local_cluster::{Cluster, Options};
 
 #[derive(Parser)]
-#[command(name = "local-cluster", about = "A local Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok GPU nodes) on 127.0.0.1")]
+#[command(
+    name = "local-cluster",
+    about = "A local Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok GPU nodes) on 127.0.0.1"
+)]
 struct Cli {
     /// Where to write the admin kubeconfig.
     #[arg(long, default_value = "target/local-cluster.kubeconfig")]

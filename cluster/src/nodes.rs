@@ -56,13 +56,13 @@ impl NodeSpec {
     }
 }
 
-/// The default fleet: two CPU nodes, one node with one `NVIDIA-GeForce-RTX-3060` (the
+/// The default fleet: two CPU nodes, one node with four `NVIDIA-GeForce-RTX-3060` (the
 /// sample CR's product) and one with eight `NVIDIA-A100-SXM4-80GB`.
 pub fn default_nodes() -> Vec<NodeSpec> {
     vec![
         NodeSpec::cpu("cpu-0"),
         NodeSpec::cpu("cpu-1"),
-        NodeSpec::gpu("gpu-rtx3060-0", "NVIDIA-GeForce-RTX-3060", 1),
+        NodeSpec::gpu("gpu-rtx3060-0", "NVIDIA-GeForce-RTX-3060", 4),
         NodeSpec::gpu("gpu-a100-0", "NVIDIA-A100-SXM4-80GB", 8),
     ]
 }

@@ -6,7 +6,9 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose, SanType};
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose, SanType,
+};
 
 use crate::Error;
 
@@ -63,10 +65,8 @@ impl Pki {
     pub fn serving(&self, stem: &str) -> Result<CertPem, Error> {
         let mut params = CertificateParams::default();
         params.distinguished_name = name(stem, None);
-        params.subject_alt_names = vec![
-            SanType::DnsName("localhost".try_into().expect("a valid DNS name")),
-            SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)),
-        ];
+        params.subject_alt_names =
+            vec![SanType::DnsName("localhost".try_into().expect("a valid DNS name")), SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST))];
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         self.issue(stem, params)

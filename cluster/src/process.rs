@@ -43,7 +43,9 @@ fn spawner() -> &'static Mutex<mpsc::Sender<SpawnRequest>> {
 }
 
 extern "C" fn cleanup_at_exit() {
-    let Ok(registry) = REGISTRY.lock() else { return };
+    let Ok(registry) = REGISTRY.lock() else {
+        return;
+    };
     for &pid in &registry.pids {
         // SAFETY: plain syscalls on PIDs this program started and has not reaped.
         unsafe {
@@ -108,7 +110,9 @@ impl Supervised {
 
     /// SIGTERM, up to `grace` to exit, then SIGKILL.
     pub fn stop(&mut self, grace: Duration) {
-        let Some(mut child) = self.child.take() else { return };
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
         let pid = child.id();
         // SAFETY: signalling a child we have not reaped yet.
         unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };

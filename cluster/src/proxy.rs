@@ -148,7 +148,9 @@ impl Drop for FaultProxy {
 
 async fn accept_loop(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
     loop {
-        let Ok((stream, _)) = listener.accept().await else { continue };
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
         let shared = shared.clone();
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |req| handle(shared.clone(), req));

@@ -25,3 +25,8 @@ pub fn program(name: &str) -> Result<PathBuf, Error> {
         Err(Error::MissingProgram { name: name.to_string(), path })
     }
 }
+
+/// Files taken from pinned modules (e.g. `crds/`: the KEDA and Prometheus Operator CRDs).
+pub fn share_dir() -> PathBuf {
+    bin_dir().join("../share")
+}

@@ -26,8 +26,7 @@ where
 }
 
 fn pid_alive(pid: u32) -> bool {
-    std::path::Path::new(&format!("/proc/{pid}")).exists()
-        && !std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default().contains(") Z ")
+    std::path::Path::new(&format!("/proc/{pid}")).exists() && !std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default().contains(") Z ")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -65,7 +64,10 @@ async fn a_cluster_runs_gpu_pods_on_matching_nodes_and_stops_every_process_it_st
 
     let audit = cluster.audit().all();
     assert!(audit.iter().any(|e| e.verb == "patch" && e.resource() == "pods" && e.name() == "gpu" && e.user.username == "kubernetes-admin"));
-    assert!(audit.iter().any(|e| e.resource() == "pods" && e.subresource() == "binding" && e.user.username == "system:kube-scheduler"), "the scheduler bound it");
+    assert!(
+        audit.iter().any(|e| e.resource() == "pods" && e.subresource() == "binding" && e.user.username == "system:kube-scheduler"),
+        "the scheduler bound it"
+    );
 
     let pids = cluster.pids();
     assert_eq!(pids.iter().map(|(n, _)| *n).collect::<Vec<_>>(), ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"]);
@@ -87,13 +89,19 @@ async fn the_fault_proxy_injects_errors_resets_and_cut_watches_and_otherwise_for
     let kubeconfig = dir.join("kubeconfig");
     let admin = local_cluster::client_for(&cluster.kubeconfig).await.unwrap();
     let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "proxy-test", "namespace": "default"}});
-    Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(admin.clone(), "default").patch("proxy-test", &PatchParams::apply("test"), &Patch::Apply(&sa)).await.unwrap();
+    Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(admin.clone(), "default")
+        .patch("proxy-test", &PatchParams::apply("test"), &Patch::Apply(&sa))
+        .await
+        .unwrap();
     let binding = json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "proxy-test", "namespace": "default"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
         "subjects": [{"kind": "ServiceAccount", "name": "proxy-test", "namespace": "default"}]
     });
-    Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(admin, "default").patch("proxy-test", &PatchParams::apply("test"), &Patch::Apply(&binding)).await.unwrap();
+    Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(admin, "default")
+        .patch("proxy-test", &PatchParams::apply("test"), &Patch::Apply(&binding))
+        .await
+        .unwrap();
     cluster.service_account_kubeconfig("default", "proxy-test", &kubeconfig, Some(&proxy.url())).await.unwrap();
     let client = local_cluster::client_for(&kubeconfig).await.unwrap();
     let version = client.apiserver_version().await.unwrap();

@@ -47,14 +47,13 @@ fn operator_requests(server: &TestServer, since: usize) -> usize {
 /// `model_orchestra_reconciles_total` from the operator's /metrics.
 fn reconciles(addr: &str) -> f64 {
     use std::io::{Read, Write};
-    let Ok(mut s) = std::net::TcpStream::connect(addr) else { return 0.0 };
+    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
+        return 0.0;
+    };
     let _ = write!(s, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n");
     let mut text = String::new();
     let _ = s.read_to_string(&mut text);
-    text.lines()
-        .filter(|l| l.starts_with("model_orchestra_reconciles_total"))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    text.lines().filter(|l| l.starts_with("model_orchestra_reconciles_total")).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum()
 }
 
 fn main() {
@@ -127,9 +126,8 @@ fn main() {
     {
         let mut store = server.store();
         for i in 0..crs {
-            let applications: serde_json::Map<String, Value> = (0..apps)
-                .map(|a| (format!("app{a}"), json!({"readerConfig": {"modelName": format!("org/model-{a}"), "device": "cpu"}})))
-                .collect();
+            let applications: serde_json::Map<String, Value> =
+                (0..apps).map(|a| (format!("app{a}"), json!({"readerConfig": {"modelName": format!("org/model-{a}"), "device": "cpu"}}))).collect();
             let cr = json!({"apiVersion": "models.titanml.co/v1alpha1", "kind": "ModelOrchestra", "metadata": {"name": format!("mo-{i:04}")}, "spec": {"applications": applications}});
             store.create(&mo_type, "default", cr, "bench").unwrap();
         }
@@ -138,7 +136,8 @@ fn main() {
         let done = {
             let store = server.store();
             let (items, _) = store.list(&mo_type, Some("default"), &LabelSelector::default(), &FieldSelector::default());
-            items.iter().filter(|cr| cr["status"]["appliedHash"].is_string() && cr["status"]["observedGeneration"] == cr["metadata"]["generation"]).count() as u64
+            items.iter().filter(|cr| cr["status"]["appliedHash"].is_string() && cr["status"]["observedGeneration"] == cr["metadata"]["generation"]).count()
+                as u64
         };
         if done == crs {
             break started.elapsed();

@@ -30,9 +30,7 @@ fn benches(c: &mut Criterion) {
     c.bench_function("parse/sample", |b| b.iter(|| parse_model_orchestra(&sample_text).unwrap()));
     c.bench_function("render/sample", |b| b.iter(|| model_orchestra::render(&chart, &sample, "default").unwrap()));
     c.bench_function("render/apps_50", |b| b.iter(|| model_orchestra::render(&chart, &fifty, "default").unwrap()));
-    c.bench_function("render/apps_50_yaml", |b| {
-        b.iter(|| to_yaml_stream(&model_orchestra::render(&chart, &fifty, "default").unwrap()))
-    });
+    c.bench_function("render/apps_50_yaml", |b| b.iter(|| to_yaml_stream(&model_orchestra::render(&chart, &fifty, "default").unwrap())));
 }
 
 criterion_group! {

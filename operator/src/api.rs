@@ -10,8 +10,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Affinity, ContainerPort, EnvVar, LocalObjectReference, PodSecurityContext, Probe,
-    ResourceRequirements, SecurityContext, ServicePort, Toleration, Volume, VolumeMount,
+    Affinity, ContainerPort, EnvVar, LocalObjectReference, PodSecurityContext, Probe, ResourceRequirements, SecurityContext, ServicePort, Toleration, Volume,
+    VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -35,11 +35,7 @@ pub const ROUTING_LABEL: &str = "operatorVersion";
     status = "ModelOrchestraStatus",
     shortname = "mo",
     category = "titanml",
-    printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    ),
+    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
     printcolumn(name = "Applications", type_ = "string", json_path = ".status.applicationsReady"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]

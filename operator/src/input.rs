@@ -10,8 +10,7 @@ use crate::error::InputError;
 
 /// Parses one ModelOrchestra document (YAML, of which JSON is a subset).
 pub fn parse_model_orchestra(text: &str) -> Result<ModelOrchestra, InputError> {
-    let value: Value = serde_yaml::from_str(text)
-        .map_err(|e| InputError::new("(document)", format!("not valid YAML: {e}")))?;
+    let value: Value = serde_yaml::from_str(text).map_err(|e| InputError::new("(document)", format!("not valid YAML: {e}")))?;
     from_value(&value)
 }
 
@@ -23,12 +22,7 @@ pub fn from_value(value: &Value) -> Result<ModelOrchestra, InputError> {
     let expected_api = format!("{GROUP}/{VERSION}");
     match obj.get("apiVersion").and_then(Value::as_str) {
         Some(v) if v == expected_api => {}
-        other => {
-            return Err(InputError::new(
-                "apiVersion",
-                format!("expected `{expected_api}`, found {}", describe(other)),
-            ))
-        }
+        other => return Err(InputError::new("apiVersion", format!("expected `{expected_api}`, found {}", describe(other)))),
     }
     match obj.get("kind").and_then(Value::as_str) {
         Some(KIND) => {}
@@ -118,10 +112,7 @@ fn check_bounds(root: &Value, schema: &Value, value: &Value, path: &str) -> Resu
     match value {
         Value::Object(map) => {
             for (k, v) in map {
-                let sub = schema
-                    .get("properties")
-                    .and_then(|p| p.get(k))
-                    .or_else(|| schema.get("additionalProperties").filter(|a| a.is_object()));
+                let sub = schema.get("properties").and_then(|p| p.get(k)).or_else(|| schema.get("additionalProperties").filter(|a| a.is_object()));
                 if let Some(sub) = sub {
                     check_bounds(root, sub, v, &format!("{path}.{k}"))?;
                 }

@@ -24,15 +24,8 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 7] = [
-        Kind::ServiceAccount,
-        Kind::ConfigMap,
-        Kind::Service,
-        Kind::Deployment,
-        Kind::Ingress,
-        Kind::ScaledObject,
-        Kind::ServiceMonitor,
-    ];
+    pub const ALL: [Kind; 7] =
+        [Kind::ServiceAccount, Kind::ConfigMap, Kind::Service, Kind::Deployment, Kind::Ingress, Kind::ScaledObject, Kind::ServiceMonitor];
 
     pub fn from_kind(kind: &str) -> Option<Kind> {
         Kind::ALL.into_iter().find(|k| k.kind() == kind)

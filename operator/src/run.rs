@@ -96,11 +96,7 @@ async fn run_async(args: RunArgs) -> anyhow::Result<()> {
     let mut config = kube::Config::infer().await.context("no Kubernetes configuration (in-cluster or kubeconfig) found")?;
     let user_agent = format!("model-orchestra-operator/{version} ({routing}; {identity})");
     config.headers.push((hyper::header::USER_AGENT, user_agent.parse().context("identity is not a valid header value")?));
-    let lease_namespace = args
-        .lease_namespace
-        .clone()
-        .or_else(|| std::env::var("POD_NAMESPACE").ok())
-        .unwrap_or_else(|| config.default_namespace.clone());
+    let lease_namespace = args.lease_namespace.clone().or_else(|| std::env::var("POD_NAMESPACE").ok()).unwrap_or_else(|| config.default_namespace.clone());
     let client = kube::Client::try_from(config).context("building the Kubernetes client")?;
 
     let metrics = Arc::new(Metrics::new());
@@ -145,7 +141,14 @@ async fn run_async(args: RunArgs) -> anyhow::Result<()> {
         });
     }
 
-    let settings = Settings { routing, claim_unlabeled: args.claim_unlabeled, namespace: args.watch_namespace.clone(), resync: Duration::from_secs(args.resync_seconds), concurrency: args.concurrency, identity };
+    let settings = Settings {
+        routing,
+        claim_unlabeled: args.claim_unlabeled,
+        namespace: args.watch_namespace.clone(),
+        resync: Duration::from_secs(args.resync_seconds),
+        concurrency: args.concurrency,
+        identity,
+    };
     let ready = health.clone();
     let result = controller::run(client, chart, settings, metrics, move || ready.ready.store(true, Ordering::Relaxed), stopped()).await;
     if let Some(lock) = &lock {

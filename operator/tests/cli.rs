@@ -48,7 +48,8 @@ fn render_reads_standard_input_and_takes_a_namespace() {
 
 #[test]
 fn render_of_invalid_input_exits_non_zero_names_the_field_and_prints_nothing() {
-    let bad = "apiVersion: models.titanml.co/v1alpha1\nkind: ModelOrchestra\nmetadata: {name: x}\nspec:\n  applications:\n    chat: {readerConfig: {device: tpu}}\n";
+    let bad =
+        "apiVersion: models.titanml.co/v1alpha1\nkind: ModelOrchestra\nmetadata: {name: x}\nspec:\n  applications:\n    chat: {readerConfig: {device: tpu}}\n";
     let out = operator(&["render", "-f", "-"], Some(bad));
     assert!(!out.status.success());
     assert!(stdout(&out).is_empty());

@@ -26,10 +26,8 @@ fn sample_renders_service_account_gateway_and_application_objects() {
 
 #[test]
 fn application_inherits_the_template_and_its_own_values_win() {
-    let objects = render(&cr(
-        "applicationTemplate:\n  replicaCount: 2\n  podAnnotations: {a: template, b: template}\n  nodeSelector: {pool: gpu}\n\
-         applications:\n  chat:\n    podAnnotations: {b: app}\n    nodeSelector: {zone: z1}\n",
-    ));
+    let objects = render(&cr("applicationTemplate:\n  replicaCount: 2\n  podAnnotations: {a: template, b: template}\n  nodeSelector: {pool: gpu}\n\
+         applications:\n  chat:\n    podAnnotations: {b: app}\n    nodeSelector: {zone: z1}\n"));
     let d = find(&objects, Kind::Deployment, "demo-model-orchestra-chat");
     assert_eq!(d["spec"]["replicas"], 2, "scalar inherited from the template");
     let ann = &d["spec"]["template"]["metadata"]["annotations"];
@@ -39,22 +37,17 @@ fn application_inherits_the_template_and_its_own_values_win() {
 
 #[test]
 fn lists_from_the_application_replace_the_template_list() {
-    let objects = render(&cr(
-        "applicationTemplate:\n  volumes: [{name: a, emptyDir: {}}]\n  volumeMounts: [{name: a, mountPath: /a}]\n\
-         applications:\n  chat:\n    volumes: [{name: b, emptyDir: {}}]\n    volumeMounts: [{name: b, mountPath: /b}]\n",
-    ));
+    let objects = render(&cr("applicationTemplate:\n  volumes: [{name: a, emptyDir: {}}]\n  volumeMounts: [{name: a, mountPath: /a}]\n\
+         applications:\n  chat:\n    volumes: [{name: b, emptyDir: {}}]\n    volumeMounts: [{name: b, mountPath: /b}]\n"));
     let d = find(&objects, Kind::Deployment, "demo-model-orchestra-chat");
-    let volumes: Vec<&str> =
-        d["spec"]["template"]["spec"]["volumes"].as_array().unwrap().iter().map(|v| v["name"].as_str().unwrap()).collect();
+    let volumes: Vec<&str> = d["spec"]["template"]["spec"]["volumes"].as_array().unwrap().iter().map(|v| v["name"].as_str().unwrap()).collect();
     assert_eq!(volumes, ["config", "dshm", "b"]);
 }
 
 #[test]
 fn application_env_is_own_then_template_then_required() {
-    let objects = render(&cr(
-        "applicationTemplate:\n  env: [{name: A, value: template}, {name: B, value: template}]\n\
-         applications:\n  chat:\n    env: [{name: B, value: app}, {name: TAKEOFF_HEADLESS, value: \"false\"}]\n",
-    ));
+    let objects = render(&cr("applicationTemplate:\n  env: [{name: A, value: template}, {name: B, value: template}]\n\
+         applications:\n  chat:\n    env: [{name: B, value: app}, {name: TAKEOFF_HEADLESS, value: \"false\"}]\n"));
     let env = env_pairs(find(&objects, Kind::Deployment, "demo-model-orchestra-chat"));
     let want = [("B", "app"), ("TAKEOFF_HEADLESS", "false"), ("A", "template"), ("TAKEOFF_ADD_READER_ID_SUFFIX", "true")];
     assert_eq!(env, want.map(|(a, b)| (a.to_string(), b.to_string())));
@@ -84,9 +77,7 @@ fn every_application_gets_configmap_deployment_and_service() {
 
 #[test]
 fn application_config_yaml_snake_cases_reader_config_and_names_the_gateway() {
-    let objects = render(&cr(
-        "applications:\n  chat:\n    readerConfig: {modelName: m, maxBatchSize: 8, someFutureKey: {nestedKey: 1}}\n",
-    ));
+    let objects = render(&cr("applications:\n  chat:\n    readerConfig: {modelName: m, maxBatchSize: 8, someFutureKey: {nestedKey: 1}}\n"));
     let cm = find(&objects, Kind::ConfigMap, "demo-model-orchestra-chat");
     let config: serde_json::Value = serde_yaml::from_str(cm["data"]["config.yaml"].as_str().unwrap()).unwrap();
     let want = json!({"model-orchestra": {
@@ -105,10 +96,7 @@ fn gateway_config_yaml_snake_cases_config_with_empty_readers() {
     let objects = render(&cr("gateway:\n  config: {heartbeatInterval: 5}\n"));
     let cm = find(&objects, Kind::ConfigMap, "demo-model-orchestra-gateway");
     let config: serde_json::Value = serde_yaml::from_str(cm["data"]["config.yaml"].as_str().unwrap()).unwrap();
-    assert_eq!(
-        config,
-        json!({"model-orchestra": {"server_config": {"internal_port": 3005, "heartbeat_interval": 5}, "readers_config": {}}})
-    );
+    assert_eq!(config, json!({"model-orchestra": {"server_config": {"internal_port": 3005, "heartbeat_interval": 5}, "readers_config": {}}}));
 }
 
 #[test]
@@ -135,9 +123,7 @@ fn deployment_mounts_config_and_dshm_before_the_users_volumes() {
 
 #[test]
 fn keda_trigger_targets_the_consumer_group_and_the_application() {
-    let objects = render(&cr(
-        "applications:\n  chat:\n    readerConfig: {consumerGroup: cg}\n    scaling: {enabled: true, metricTarget: {value: 7}}\n",
-    ));
+    let objects = render(&cr("applications:\n  chat:\n    readerConfig: {consumerGroup: cg}\n    scaling: {enabled: true, metricTarget: {value: 7}}\n"));
     let so = find(&objects, Kind::ScaledObject, "demo-model-orchestra-chat");
     assert_eq!(
         so["spec"]["triggers"],
@@ -235,7 +221,8 @@ fn an_explicit_image_tag_is_used_as_given() {
 
 #[test]
 fn objects_are_ordered_by_install_order_then_name() {
-    let objects = render(&cr("gateway:\n  ingress: {enabled: true}\n  exportPrometheusMetrics: true\napplications:\n  b: {scaling: {enabled: true}}\n  a: {}\n"));
+    let objects =
+        render(&cr("gateway:\n  ingress: {enabled: true}\n  exportPrometheusMetrics: true\napplications:\n  b: {scaling: {enabled: true}}\n  a: {}\n"));
     let keys: Vec<_> = objects.iter().map(|o| (o.kind, o.name.clone())).collect();
     let mut sorted = keys.clone();
     sorted.sort();

@@ -11,18 +11,12 @@ fn repo_file(path: &str) -> String {
 
 #[test]
 fn checked_in_crd_is_up_to_date() {
-    assert!(
-        repo_file("config/crd/models.titanml.co_modelorchestras.yaml") == crd::crd_yaml(),
-        "config/crd is stale: run `make generate`"
-    );
+    assert!(repo_file("config/crd/models.titanml.co_modelorchestras.yaml") == crd::crd_yaml(), "config/crd is stale: run `make generate`");
 }
 
 #[test]
 fn checked_in_values_schema_is_up_to_date() {
-    assert!(
-        repo_file("charts/model-orchestra/values.schema.json") == crd::values_schema_json(),
-        "values.schema.json is stale: run `make generate`"
-    );
+    assert!(repo_file("charts/model-orchestra/values.schema.json") == crd::values_schema_json(), "values.schema.json is stale: run `make generate`");
 }
 
 #[test]

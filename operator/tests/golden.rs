@@ -40,11 +40,7 @@ fn rendering_is_byte_stable() {
 fn the_yaml_stream_parses_back_to_the_same_objects() {
     let objects = render(&data("maximal.yaml"));
     let text = to_yaml_stream(&objects);
-    let parsed: Vec<serde_json::Value> = text
-        .split("---\n")
-        .filter(|d| !d.trim().is_empty())
-        .map(|d| serde_yaml::from_str(d).unwrap())
-        .collect();
+    let parsed: Vec<serde_json::Value> = text.split("---\n").filter(|d| !d.trim().is_empty()).map(|d| serde_yaml::from_str(d).unwrap()).collect();
     let originals: Vec<serde_json::Value> = objects.into_iter().map(|o| o.object).collect();
     assert_eq!(parsed, originals);
 }

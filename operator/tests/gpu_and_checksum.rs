@@ -35,10 +35,7 @@ fn cuda_gpu_count_is_tensor_parallel() {
 #[test]
 fn cuda_keeps_the_users_other_resources_beside_the_gpu_limit() {
     let d = app_deployment("readerConfig: {device: cuda}\nresources: {limits: {memory: 8Gi}, requests: {cpu: '1'}}");
-    assert_eq!(
-        container(&d)["resources"],
-        json!({"limits": {"memory": "8Gi", "nvidia.com/gpu": "1"}, "requests": {"cpu": "1"}})
-    );
+    assert_eq!(container(&d)["resources"], json!({"limits": {"memory": "8Gi", "nvidia.com/gpu": "1"}, "requests": {"cpu": "1"}}));
 }
 
 #[test]
@@ -61,9 +58,7 @@ fn user_tolerations_replace_the_gpu_toleration() {
 
 #[test]
 fn template_tolerations_count_as_the_users() {
-    let objects = render(&cr(
-        "applicationTemplate:\n  tolerations: [{key: t, operator: Exists}]\napplications:\n  chat:\n    readerConfig: {device: cuda}\n",
-    ));
+    let objects = render(&cr("applicationTemplate:\n  tolerations: [{key: t, operator: Exists}]\napplications:\n  chat:\n    readerConfig: {device: cuda}\n"));
     let d = find(&objects, Kind::Deployment, APP);
     assert_eq!(d["spec"]["template"]["spec"]["tolerations"], json!([{"key": "t", "operator": "Exists"}]));
 }

@@ -47,7 +47,10 @@ impl ApiError {
         Self::new(
             409,
             "Conflict",
-            format!("Operation cannot be fulfilled on {} \"{name}\": the object has been modified; please apply your changes to the latest version and try again", Self::resource(rt)),
+            format!(
+                "Operation cannot be fulfilled on {} \"{name}\": the object has been modified; please apply your changes to the latest version and try again",
+                Self::resource(rt)
+            ),
             Self::details(rt, name),
         )
     }

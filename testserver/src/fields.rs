@@ -13,17 +13,8 @@ pub type Path = Vec<String>;
 pub type FieldSet = BTreeSet<Path>;
 
 /// Metadata the server owns; never part of anyone's field set.
-const SERVER_METADATA: [&str; 9] = [
-    "name",
-    "namespace",
-    "uid",
-    "resourceVersion",
-    "generation",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
-    "managedFields",
-];
+const SERVER_METADATA: [&str; 9] =
+    ["name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "managedFields"];
 
 /// The leaf paths of `obj` that a manager can own (identity and server fields left out).
 pub fn leaves(obj: &Value) -> FieldSet {
@@ -111,11 +102,7 @@ pub fn to_fields_v1(set: &FieldSet) -> Value {
     for path in set {
         let mut cur = &mut root;
         for k in path {
-            cur = cur
-                .entry(format!("f:{k}"))
-                .or_insert_with(|| json!({}))
-                .as_object_mut()
-                .expect("fieldsV1 nodes are objects");
+            cur = cur.entry(format!("f:{k}")).or_insert_with(|| json!({})).as_object_mut().expect("fieldsV1 nodes are objects");
         }
     }
     Value::Object(root)
@@ -123,10 +110,7 @@ pub fn to_fields_v1(set: &FieldSet) -> Value {
 
 pub fn from_fields_v1(v: &Value) -> FieldSet {
     fn walk(v: &Value, path: &mut Path, out: &mut FieldSet) {
-        let children: Vec<(&String, &Value)> = v
-            .as_object()
-            .map(|m| m.iter().filter(|(k, _)| k.starts_with("f:")).collect())
-            .unwrap_or_default();
+        let children: Vec<(&String, &Value)> = v.as_object().map(|m| m.iter().filter(|(k, _)| k.starts_with("f:")).collect()).unwrap_or_default();
         if children.is_empty() {
             if !path.is_empty() {
                 out.insert(path.clone());

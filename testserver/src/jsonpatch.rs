@@ -88,7 +88,8 @@ mod tests {
     #[test]
     fn test_then_remove_a_finalizer() {
         let mut doc = json!({"metadata": {"finalizers": ["a", "b"]}});
-        super::apply(&mut doc, &json!([{"op": "test", "path": "/metadata/finalizers/0", "value": "a"}, {"op": "remove", "path": "/metadata/finalizers/0"}])).unwrap();
+        super::apply(&mut doc, &json!([{"op": "test", "path": "/metadata/finalizers/0", "value": "a"}, {"op": "remove", "path": "/metadata/finalizers/0"}]))
+            .unwrap();
         assert_eq!(doc, json!({"metadata": {"finalizers": ["b"]}}));
     }
 

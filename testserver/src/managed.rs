@@ -73,15 +73,7 @@ pub fn write(obj: &mut Value, entries: &[Entry]) {
 
 /// An ordinary write (create, update, merge patch) by `manager`: it takes ownership of
 /// every field it changed, and every other manager loses those fields.
-pub fn record_update(
-    entries: &mut Vec<Entry>,
-    manager: &str,
-    subresource: Option<&str>,
-    api_version: &str,
-    now: &str,
-    old: &Value,
-    new: &Value,
-) {
+pub fn record_update(entries: &mut Vec<Entry>, manager: &str, subresource: Option<&str>, api_version: &str, now: &str, old: &Value, new: &Value) {
     let changed = fields::changed(old, new);
     if changed.is_empty() {
         return;
@@ -132,10 +124,7 @@ pub fn apply(
     let previous = entries.iter().find(|e| e.is(manager, "Apply", subresource)).map(|e| e.fields.clone()).unwrap_or_default();
     let mut merged = live.clone();
     for p in previous.difference(&wanted) {
-        let owned_by_other = entries
-            .iter()
-            .filter(|e| !e.is(manager, "Apply", subresource))
-            .any(|e| e.fields.iter().any(|o| fields::overlaps(o, p)));
+        let owned_by_other = entries.iter().filter(|e| !e.is(manager, "Apply", subresource)).any(|e| e.fields.iter().any(|o| fields::overlaps(o, p)));
         if !owned_by_other {
             fields::remove(&mut merged, p);
         }

@@ -128,17 +128,10 @@ pub fn types_from_crd(crd: &Value) -> Result<Vec<ResourceType>, String> {
             singular: names["singular"].as_str().map(String::from).unwrap_or_else(|| kind.to_ascii_lowercase()),
             namespaced,
             status: v["subresources"]["status"].is_object(),
-            short_names: names["shortNames"]
-                .as_array()
-                .map(|a| a.iter().filter_map(|s| s.as_str().map(String::from)).collect())
-                .unwrap_or_default(),
+            short_names: names["shortNames"].as_array().map(|a| a.iter().filter_map(|s| s.as_str().map(String::from)).collect()).unwrap_or_default(),
             printer_columns: v["additionalPrinterColumns"]
                 .as_array()
-                .map(|cols| {
-                    cols.iter()
-                        .filter_map(|c| Some((c["name"].as_str()?.to_string(), c["jsonPath"].as_str()?.to_string())))
-                        .collect()
-                })
+                .map(|cols| cols.iter().filter_map(|c| Some((c["name"].as_str()?.to_string(), c["jsonPath"].as_str()?.to_string()))).collect())
                 .unwrap_or_default(),
             crd: Some(name.into()),
         })
@@ -163,8 +156,7 @@ pub fn group_list(types: &[ResourceType]) -> Value {
     let groups: Vec<Value> = groups
         .into_iter()
         .map(|(name, versions)| {
-            let gvs: Vec<Value> =
-                versions.iter().map(|v| json!({"groupVersion": format!("{name}/{v}"), "version": v})).collect();
+            let gvs: Vec<Value> = versions.iter().map(|v| json!({"groupVersion": format!("{name}/{v}"), "version": v})).collect();
             json!({"name": name, "versions": gvs, "preferredVersion": gvs[0]})
         })
         .collect();
@@ -173,11 +165,7 @@ pub fn group_list(types: &[ResourceType]) -> Value {
 
 /// `/api/v1` or `/apis/{group}/{version}`; `None` when nothing is served there.
 pub fn resource_list(types: &[ResourceType], group: &str, version: &str) -> Option<Value> {
-    let resources: Vec<Value> = types
-        .iter()
-        .filter(|t| t.group == group && t.version == version)
-        .flat_map(ResourceType::discovery_entry)
-        .collect();
+    let resources: Vec<Value> = types.iter().filter(|t| t.group == group && t.version == version).flat_map(ResourceType::discovery_entry).collect();
     if resources.is_empty() {
         return None;
     }

@@ -176,7 +176,8 @@ pub async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Respo
         if verb == "patch" && content_type.starts_with("application/apply-patch") {
             verb = "apply";
         }
-        let req = ApiRequest { method: &method, path: &path, query: &query, accept: &accept, content_type: &content_type, user_agent: &user_agent, body: &body };
+        let req =
+            ApiRequest { method: &method, path: &path, query: &query, accept: &accept, content_type: &content_type, user_agent: &user_agent, body: &body };
         match route(&shared, &req, &faults) {
             Ok(r) => r,
             Err(e) => error_response(&e),
@@ -293,10 +294,8 @@ fn resource_request(shared: &Arc<Shared>, req: &ApiRequest, t: Target, faults: &
     let sub = t.subresource.as_deref();
     let rt = &t.rt;
     // Updates without ?fieldManager are attributed like the real server does: by user agent.
-    let manager = query
-        .get("fieldManager")
-        .map(String::from)
-        .unwrap_or_else(|| user_agent.split('/').next().filter(|s| !s.is_empty()).unwrap_or("unknown").to_string());
+    let manager =
+        query.get("fieldManager").map(String::from).unwrap_or_else(|| user_agent.split('/').next().filter(|s| !s.is_empty()).unwrap_or("unknown").to_string());
     let labels = LabelSelector::parse(query.get("labelSelector").unwrap_or_default()).map_err(|e| ApiError::bad_request(&e))?;
     let fields = FieldSelector::parse(query.get("fieldSelector").unwrap_or_default()).map_err(|e| ApiError::bad_request(&e))?;
     let wants_table = accept.contains("as=Table");
@@ -320,7 +319,14 @@ fn resource_request(shared: &Arc<Shared>, req: &ApiRequest, t: Target, faults: &
             drop(store);
             let timeout = query.get("timeoutSeconds").and_then(|s| s.parse::<u64>().ok()).map(Duration::from_secs).unwrap_or(Duration::from_secs(1800));
             let timeout = faults.drop_watches_after_ms.map(Duration::from_millis).map_or(timeout, |d| d.min(timeout));
-            let spec = WatchSpec { rt: rt.clone(), namespace: t.namespace, labels, fields, bookmarks: query.flag("allowWatchBookmarks"), metadata_only: wants_metadata };
+            let spec = WatchSpec {
+                rt: rt.clone(),
+                namespace: t.namespace,
+                labels,
+                fields,
+                bookmarks: query.flag("allowWatchBookmarks"),
+                metadata_only: wants_metadata,
+            };
             Ok(watch_response(shared.clone(), spec, start, timeout))
         }
         (&Method::GET, None) => {
@@ -330,9 +336,15 @@ fn resource_request(shared: &Arc<Shared>, req: &ApiRequest, t: Target, faults: &
             }
             if wants_metadata {
                 let items: Vec<Value> = items.iter().map(partial_metadata).collect();
-                return ok(200, json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList", "metadata": {"resourceVersion": rv.to_string()}, "items": items}));
+                return ok(
+                    200,
+                    json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList", "metadata": {"resourceVersion": rv.to_string()}, "items": items}),
+                );
             }
-            ok(200, json!({"apiVersion": rt.api_version(), "kind": format!("{}List", rt.kind), "metadata": {"resourceVersion": rv.to_string()}, "items": items}))
+            ok(
+                200,
+                json!({"apiVersion": rt.api_version(), "kind": format!("{}List", rt.kind), "metadata": {"resourceVersion": rv.to_string()}, "items": items}),
+            )
         }
         (&Method::POST, None) => {
             let body = decode(body, content_type)?;
@@ -347,9 +359,10 @@ fn resource_request(shared: &Arc<Shared>, req: &ApiRequest, t: Target, faults: &
             let kind = content_type.split(';').next().unwrap_or_default().trim();
             match kind {
                 "application/apply-patch+yaml" => {
-                    let manager = query.get("fieldManager").filter(|m| !m.is_empty()).ok_or_else(|| {
-                        ApiError::bad_request("PATCH with application/apply-patch+yaml requires the fieldManager query parameter")
-                    })?;
+                    let manager = query
+                        .get("fieldManager")
+                        .filter(|m| !m.is_empty())
+                        .ok_or_else(|| ApiError::bad_request("PATCH with application/apply-patch+yaml requires the fieldManager query parameter"))?;
                     let existed = store.get(rt, &ns, name).is_ok();
                     let obj = store.apply(rt, &ns, name, patch, manager, query.flag("force"), sub)?;
                     ok(if existed { 200 } else { 201 }, obj)

@@ -110,10 +110,7 @@ impl Store {
     }
 
     pub fn get(&self, rt: &ResourceType, ns: &str, name: &str) -> Result<Value, ApiError> {
-        self.bucket(rt)
-            .and_then(|b| b.get(&(ns.to_string(), name.to_string())))
-            .map(|o| Self::present(rt, o))
-            .ok_or_else(|| ApiError::not_found(rt, name))
+        self.bucket(rt).and_then(|b| b.get(&(ns.to_string(), name.to_string()))).map(|o| Self::present(rt, o)).ok_or_else(|| ApiError::not_found(rt, name))
     }
 
     /// Objects of `rt` (in `ns`, or everywhere for `None`) matching both selectors, and the
@@ -132,7 +129,14 @@ impl Store {
 
     /// Starts a watch: from `since` (replaying later changes), or from now with a
     /// synthetic ADDED per existing object when `since` is unset or "0".
-    pub fn watch(&self, rt: &ResourceType, ns: Option<&str>, labels: &LabelSelector, fields: &FieldSelector, since: Option<u64>) -> Result<WatchStart, ApiError> {
+    pub fn watch(
+        &self,
+        rt: &ResourceType,
+        ns: Option<&str>,
+        labels: &LabelSelector,
+        fields: &FieldSelector,
+        since: Option<u64>,
+    ) -> Result<WatchStart, ApiError> {
         let feed = self.changes.subscribe();
         let initial = match since.filter(|rv| *rv != 0) {
             None => self
@@ -251,7 +255,16 @@ impl Store {
 
     /// Server-side apply; creates the object when it does not exist.
     #[allow(clippy::too_many_arguments)]
-    pub fn apply(&mut self, rt: &ResourceType, ns: &str, name: &str, body: Value, manager: &str, force: bool, subresource: Option<&str>) -> Result<Value, ApiError> {
+    pub fn apply(
+        &mut self,
+        rt: &ResourceType,
+        ns: &str,
+        name: &str,
+        body: Value,
+        manager: &str,
+        force: bool,
+        subresource: Option<&str>,
+    ) -> Result<Value, ApiError> {
         check_body(rt, &body, ns, Some(name))?;
         let live = match self.get(rt, ns, name) {
             Ok(live) => live,
@@ -282,7 +295,16 @@ impl Store {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn update(&mut self, rt: &ResourceType, ns: &str, name: &str, live: Value, mut candidate: Value, manager: &str, subresource: Option<&str>) -> Result<Value, ApiError> {
+    fn update(
+        &mut self,
+        rt: &ResourceType,
+        ns: &str,
+        name: &str,
+        live: Value,
+        mut candidate: Value,
+        manager: &str,
+        subresource: Option<&str>,
+    ) -> Result<Value, ApiError> {
         let mut entries = managed::read(&live);
         managed::record_update(&mut entries, manager, subresource, &rt.api_version(), &time::now(), &live, &candidate);
         managed::write(&mut candidate, &entries);
@@ -319,8 +341,7 @@ impl Store {
             let generation = live["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
             candidate["metadata"]["generation"] = json!(generation);
         }
-        let finalized = candidate["metadata"]["deletionTimestamp"].is_string()
-            && candidate["metadata"]["finalizers"].as_array().is_none_or(Vec::is_empty);
+        let finalized = candidate["metadata"]["deletionTimestamp"].is_string() && candidate["metadata"]["finalizers"].as_array().is_none_or(Vec::is_empty);
         let out = self.commit(rt, ns, name, Some(live), candidate);
         if finalized {
             self.remove(rt, ns, name, Propagation::Background);
@@ -423,10 +444,7 @@ impl Store {
         self.rv += 1;
         obj["metadata"]["resourceVersion"] = json!(self.rv.to_string());
         let obj = Self::present(rt, &obj);
-        self.objects
-            .entry((rt.group.clone(), rt.plural.clone()))
-            .or_default()
-            .insert((ns.to_string(), name.to_string()), obj.clone());
+        self.objects.entry((rt.group.clone(), rt.plural.clone())).or_default().insert((ns.to_string(), name.to_string()), obj.clone());
         if rt.kind == "CustomResourceDefinition" {
             if let Ok(new_types) = resources::types_from_crd(&obj) {
                 self.types.retain(|t| t.crd.as_deref() != Some(name));
@@ -567,4 +585,3 @@ pub fn merge_patch(target: &mut Value, patch: &Value) {
         other => *target = other.clone(),
     }
 }
-

@@ -128,7 +128,8 @@ fn the_status_subresource_changes_only_status_and_the_main_resource_never_status
     with_status["status"] = json!({"readyReplicas": 5});
     let created = h.apply(&format!("{DEPLOY}/d"), "a", false, &with_status).1;
     assert!(created.get("status").is_none(), "status ignored on the main resource: {created}");
-    let patched = h.send("PATCH", &format!("{DEPLOY}/d/status"), "application/merge-patch+json", &json!({"spec": {"replicas": 9}, "status": {"readyReplicas": 1}})).1;
+    let patched =
+        h.send("PATCH", &format!("{DEPLOY}/d/status"), "application/merge-patch+json", &json!({"spec": {"replicas": 9}, "status": {"readyReplicas": 1}})).1;
     assert_eq!(patched["status"]["readyReplicas"], 1);
     assert_eq!(patched["spec"]["replicas"], 1, "spec ignored on the status subresource");
     assert_eq!(patched["metadata"]["generation"], 1, "status changes do not bump generation");

@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 
 use super::names::{self, check_generated, is_dns_label, is_dns_subdomain, is_label_value, is_qualified_name};
 use super::values::{deep_merge, snake_case};
-use super::Chart;
+use super::{Chart, Component};
 use crate::api::{Application, Device, Gateway, ModelOrchestraSpec};
 use crate::error::{InputError, RenderError};
 
@@ -30,7 +30,7 @@ const REQUIRED_APP_ENV: [(&str, &str); 2] = [("TAKEOFF_ADD_READER_ID_SUFFIX", "t
 /// One pod-running component: the gateway or an application.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct Component {
+struct ComponentValues {
     /// Name of every object of this component (and of its container).
     name: String,
     /// What the `metadata` partial prints (a small object, because Handlebars clones a
@@ -56,8 +56,14 @@ struct Component {
     values: Value,
 }
 
+/// The template context for one ModelOrchestra, and the name of each component's objects.
+pub(super) struct Built {
+    pub context: Value,
+    pub components: Vec<(String, Component)>,
+}
+
 /// Builds the template context for one ModelOrchestra.
-pub(super) fn build(chart: &Chart, release: &str, namespace: &str, spec: &ModelOrchestraSpec) -> Result<Value, RenderError> {
+pub(super) fn build(chart: &Chart, release: &str, namespace: &str, spec: &ModelOrchestraSpec) -> Result<Built, RenderError> {
     check_release(release, namespace)?;
     let mut values = chart.defaults.clone();
     let spec_json = serde_json::to_value(spec).map_err(|e| RenderError::chart("values", e))?;
@@ -67,8 +73,7 @@ pub(super) fn build(chart: &Chart, release: &str, namespace: &str, spec: &ModelO
     for (k, v) in values.as_object().into_iter().flatten().filter(|(k, _)| *k != "applications") {
         globals.insert(k.clone(), v.clone());
     }
-    let merged: ModelOrchestraSpec =
-        serde_json::from_value(Value::Object(globals)).map_err(|e| RenderError::chart("values.yaml", e))?;
+    let merged: ModelOrchestraSpec = serde_json::from_value(Value::Object(globals)).map_err(|e| RenderError::chart("values.yaml", e))?;
 
     let meta = &chart.metadata;
     let name_override = merged.name_override.as_deref().unwrap_or_default();
@@ -111,21 +116,30 @@ pub(super) fn build(chart: &Chart, release: &str, namespace: &str, spec: &ModelO
     for (key, app_json) in apps_json {
         let field = format!("spec.applications.{key}");
         if !is_dns_label(key) {
-            return Err(InputError::new(&field, "application names must be DNS labels (lower-case letters, digits and `-`, starting and ending with a letter or digit, at most 63)").into());
+            return Err(InputError::new(
+                &field,
+                "application names must be DNS labels (lower-case letters, digits and `-`, starting and ending with a letter or digit, at most 63)",
+            )
+            .into());
+        }
+        if key == "gateway" {
+            return Err(InputError::new(
+                &field,
+                "`gateway` is reserved: the gateway's objects are named `<fullname>-gateway`; choose another application name",
+            )
+            .into());
         }
         let mut app_values = template_json.clone();
         deep_merge(&mut app_values, app_json);
         let app: Application = serde_json::from_value(app_values.clone()).map_err(|e| InputError::new(&field, e.to_string()))?;
-        let own_env = spec
-            .applications
-            .as_ref()
-            .and_then(|a| a.get(key))
-            .and_then(|a| a.env.clone())
-            .unwrap_or_default();
+        let own_env = spec.applications.as_ref().and_then(|a| a.get(key)).and_then(|a| a.env.clone()).unwrap_or_default();
         let ctx = AppContext { key, field: &field, fullname: &fullname, gateway_name: &gateway_name, namespace, internal_port };
         applications.push(application_component(&ctx, &app, app_values, &own_env, &template_env, &common, &meta.app_version)?);
     }
 
+    let mut names = Vec::with_capacity(applications.len() + 1);
+    names.push((gateway.name.clone(), Component::Gateway));
+    names.extend(applications.iter().filter_map(|a| Some((a.name.clone(), Component::Application(a.app.clone()?)))));
     let gateway = serde_json::to_value(&gateway).map_err(|e| RenderError::chart("values", e))?;
     let mut components = Vec::with_capacity(applications.len() + 1);
     components.push(gateway.clone());
@@ -142,7 +156,7 @@ pub(super) fn build(chart: &Chart, release: &str, namespace: &str, spec: &ModelO
     ctx.insert("serviceAccountName".into(), Value::String(sa_name));
     ctx.insert("gateway".into(), gateway);
     ctx.insert("components".into(), Value::Array(components));
-    Ok(Value::Object(ctx))
+    Ok(Built { context: Value::Object(ctx), components: names })
 }
 
 fn check_release(release: &str, namespace: &str) -> Result<(), InputError> {
@@ -164,7 +178,10 @@ fn check_labels(labels: Option<&BTreeMap<String, String>>, field: &str) -> Resul
             return Err(InputError::new(format!("{field}.{k}"), "not a valid label key ([prefix/]name)"));
         }
         if !is_label_value(v) {
-            return Err(InputError::new(format!("{field}.{k}"), format!("`{v}` is not a valid label value (≤63 of A-Z a-z 0-9 - _ ., starting and ending alphanumeric)")));
+            return Err(InputError::new(
+                format!("{field}.{k}"),
+                format!("`{v}` is not a valid label value (≤63 of A-Z a-z 0-9 - _ ., starting and ending alphanumeric)"),
+            ));
         }
     }
     Ok(())
@@ -226,11 +243,7 @@ fn image(image: Option<&crate::api::Image>, app_version: &str, suffix: &str) -> 
 
 /// Top-level keys snake_cased; nested values kept as given.
 fn snake_keys(map: Option<&Value>) -> Map<String, Value> {
-    map.and_then(Value::as_object)
-        .into_iter()
-        .flatten()
-        .map(|(k, v)| (snake_case(k), v.clone()))
-        .collect()
+    map.and_then(Value::as_object).into_iter().flatten().map(|(k, v)| (snake_case(k), v.clone())).collect()
 }
 
 fn config_yaml(server_config: Map<String, Value>, readers: Map<String, Value>) -> String {
@@ -265,11 +278,13 @@ fn ingress(values: &Value, name: &str, service_ports: &[k8s_openapi::api::core::
             }
             let paths: Vec<Value> = paths
                 .iter()
-                .map(|p| json!({
-                    "path": p.get("path").and_then(Value::as_str).unwrap_or("/"),
-                    "pathType": p.get("pathType").and_then(Value::as_str).unwrap_or("ImplementationSpecific"),
-                    "backend": backend,
-                }))
+                .map(|p| {
+                    json!({
+                        "path": p.get("path").and_then(Value::as_str).unwrap_or("/"),
+                        "pathType": p.get("pathType").and_then(Value::as_str).unwrap_or("ImplementationSpecific"),
+                        "backend": backend,
+                    })
+                })
                 .collect();
             let mut rule = json!({"http": {"paths": paths}});
             if let Some(host) = h.get("host").and_then(Value::as_str).filter(|s| !s.is_empty()) {
@@ -281,7 +296,7 @@ fn ingress(values: &Value, name: &str, service_ports: &[k8s_openapi::api::core::
     Ok(Some(json!({"rules": rules})))
 }
 
-fn gateway_component(gw: &Gateway, mut values: Value, name: &str, common: &BTreeMap<String, String>, app_version: &str) -> Result<Component, InputError> {
+fn gateway_component(gw: &Gateway, mut values: Value, name: &str, common: &BTreeMap<String, String>, app_version: &str) -> Result<ComponentValues, InputError> {
     let field = "spec.gateway";
     let env_user = gw.env.clone().unwrap_or_default();
     let mut env = env_user.clone();
@@ -295,7 +310,7 @@ fn gateway_component(gw: &Gateway, mut values: Value, name: &str, common: &BTree
     let service_ports = gw.service.as_ref().and_then(|s| s.ports.clone()).unwrap_or_default();
     let ingress = ingress(&values, name, &service_ports, field)?;
     strip_computed(&mut values);
-    Ok(Component {
+    Ok(ComponentValues {
         meta: json!({"name": name, "labels": labels}),
         name: name.to_string(),
         app: None,
@@ -371,7 +386,7 @@ fn application_component(
     template_env: &[EnvVar],
     common: &BTreeMap<String, String>,
     app_version: &str,
-) -> Result<Component, InputError> {
+) -> Result<ComponentValues, InputError> {
     let name = format!("{}-{}", ctx.fullname, ctx.key);
     check_generated(&name, ctx.field)?;
     let component = format!("application-{}", ctx.key);
@@ -412,7 +427,7 @@ fn application_component(
     let ingress = ingress(&values, &name, &service_ports, ctx.field)?;
     strip_computed(&mut values);
 
-    Ok(Component {
+    Ok(ComponentValues {
         meta: json!({"name": name, "labels": labels}),
         replicas: if scaler.is_some() { None } else { Some(app.replica_count.unwrap_or(1)) },
         name,
@@ -451,8 +466,7 @@ mod tests {
     fn application_env_precedence_own_then_template_then_required() {
         let own = [env("A", "own"), env("TAKEOFF_HEADLESS", "false")];
         let template = [env("A", "template"), env("B", "template")];
-        let got: Vec<(String, String)> =
-            application_env(&own, &template).into_iter().map(|e| (e.name, e.value.unwrap())).collect();
+        let got: Vec<(String, String)> = application_env(&own, &template).into_iter().map(|e| (e.name, e.value.unwrap())).collect();
         let want = [("A", "own"), ("TAKEOFF_HEADLESS", "false"), ("B", "template"), ("TAKEOFF_ADD_READER_ID_SUFFIX", "true")];
         assert_eq!(got, want.map(|(a, b)| (a.to_string(), b.to_string())));
     }

@@ -3,6 +3,7 @@
 //!
 //! Loading compiles every template once; a [`Chart`] is then reused for every render.
 
+mod component;
 mod config_yaml;
 mod context;
 mod names;
@@ -19,6 +20,7 @@ use serde_json::Value;
 use crate::api::ModelOrchestraSpec;
 use crate::error::RenderError;
 
+pub use component::Component;
 pub use context::{MANAGED_BY, MANAGED_BY_LABEL};
 pub use names::{is_dns_label, is_dns_subdomain};
 pub use render::{to_yaml_stream, RenderedObject};
@@ -67,9 +69,7 @@ impl Chart {
 
     /// A chart directory on disk (for chart development).
     pub fn from_dir(dir: &Path) -> Result<Chart, RenderError> {
-        let read = |p: &Path| {
-            std::fs::read_to_string(p).map_err(|e| RenderError::chart(p.display().to_string(), e))
-        };
+        let read = |p: &Path| std::fs::read_to_string(p).map_err(|e| RenderError::chart(p.display().to_string(), e));
         let tdir = dir.join("templates");
         let entries = std::fs::read_dir(&tdir).map_err(|e| RenderError::chart(tdir.display().to_string(), e))?;
         let mut templates = Vec::new();
@@ -87,22 +87,19 @@ impl Chart {
             .and_then(|v| serde_json::from_value(v).map_err(|e| RenderError::chart("Chart.yaml", e)))?;
         let defaults: Value = serde_yaml::from_str(values_yaml).map_err(|e| RenderError::chart("values.yaml", e))?;
         // values.yaml must itself satisfy the values contract.
-        crate::input::strict_from_value::<ModelOrchestraSpec>(&defaults)
-            .map_err(|e| RenderError::chart("values.yaml", e))?;
+        crate::input::strict_from_value::<ModelOrchestraSpec>(&defaults).map_err(|e| RenderError::chart("values.yaml", e))?;
 
         files.sort();
         let mut registry = render::registry();
         let mut templates = Vec::new();
         for (file, text) in files {
-            let Some(stem) = file.strip_suffix(".hbs") else { continue };
+            let Some(stem) = file.strip_suffix(".hbs") else {
+                continue;
+            };
             if let Some(partial) = stem.strip_prefix('_') {
-                registry
-                    .register_partial(partial.trim_end_matches(".json"), text)
-                    .map_err(|e| RenderError::chart(format!("templates/{file}"), e))?;
+                registry.register_partial(partial.trim_end_matches(".json"), text).map_err(|e| RenderError::chart(format!("templates/{file}"), e))?;
             } else {
-                registry
-                    .register_template_string(&file, text)
-                    .map_err(|e| RenderError::chart(format!("templates/{file}"), e))?;
+                registry.register_template_string(&file, text).map_err(|e| RenderError::chart(format!("templates/{file}"), e))?;
                 templates.push(file);
             }
         }

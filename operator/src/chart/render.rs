@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use handlebars::{Context, Handlebars, Helper, HelperResult, Output, RenderContext, RenderErrorReason};
 use serde_json::Value;
 
-use super::{context, Chart};
+use super::{context, Chart, Component};
 use crate::api::ModelOrchestraSpec;
 use crate::error::RenderError;
 use crate::kinds::Kind;
@@ -20,6 +20,7 @@ use crate::kinds::Kind;
 pub struct RenderedObject {
     pub kind: Kind,
     pub name: String,
+    pub component: Component,
     pub object: Value,
 }
 
@@ -42,8 +43,15 @@ fn json_helper(h: &Helper, _: &Handlebars, _: &Context, _: &mut RenderContext, o
 impl Chart {
     /// Renders the objects for a ModelOrchestra named `release` in `namespace`.
     pub fn render(&self, release: &str, namespace: &str, spec: &ModelOrchestraSpec) -> Result<Vec<RenderedObject>, RenderError> {
+        let context::Built { context, components } = context::build(self, release, namespace, spec)?;
+        // A component's objects carry its name; the ServiceAccount belongs to the release.
+        let by_name: std::collections::HashMap<&str, &Component> = components.iter().map(|(n, c)| (n.as_str(), c)).collect();
+        let component_of = |kind: Kind, name: &str| match kind {
+            Kind::ServiceAccount => Component::Release,
+            _ => by_name.get(name).map_or(Component::Release, |c| (*c).clone()),
+        };
         // Wrapped once: `Handlebars::render` would re-serialise the context per template.
-        let ctx = Context::from(context::build(self, release, namespace, spec)?);
+        let ctx = Context::from(context);
         let mut objects = Vec::new();
         let mut seen = HashSet::new();
         for template in &self.templates {
@@ -51,7 +59,8 @@ impl Chart {
             let text = self.registry.render_with_context(template, &ctx).map_err(|e| RenderError::chart(&file, e))?;
             for doc in serde_json::Deserializer::from_str(&text).into_iter::<Value>() {
                 let doc = doc.map_err(|e| RenderError::chart(&file, format!("output is not valid JSON: {e}: {}", excerpt(&text, &e))))?;
-                let object = check_object(doc, namespace).map_err(|m| RenderError::chart(&file, m))?;
+                let mut object = check_object(doc, namespace).map_err(|m| RenderError::chart(&file, m))?;
+                object.component = component_of(object.kind, &object.name);
                 if !seen.insert((object.kind, object.name.clone())) {
                     return Err(RenderError::chart(&file, format!("renders {} `{}` a second time", object.kind.kind(), object.name)));
                 }
@@ -91,7 +100,7 @@ fn check_object(mut doc: Value, namespace: &str) -> Result<RenderedObject, Strin
         return Err(format!("{kind_name} `{name}` must set metadata.namespace to the release namespace"));
     }
     kind.check(&doc).map_err(|e| format!("{kind_name} `{name}` is invalid: {e}"))?;
-    Ok(RenderedObject { kind, name, object: doc })
+    Ok(RenderedObject { kind, name, component: Component::Release, object: doc })
 }
 
 fn drop_nulls(v: &mut Value) {

@@ -65,7 +65,9 @@ pub fn watch(client: &Client, namespace: Option<&str>, kinds: &[Kind]) -> (Cache
     let mut deploy_stream = None;
     for &kind in kinds {
         if kind == Kind::Deployment {
-            let Some(writer) = deploy_writer.take() else { continue };
+            let Some(writer) = deploy_writer.take() else {
+                continue;
+            };
             let api: Api<Deployment> = match namespace {
                 Some(ns) => Api::namespaced(client.clone(), ns),
                 None => Api::all(client.clone()),
@@ -148,10 +150,12 @@ impl Caches {
         self.deployments.get(&ObjectRef::new(name).within(namespace))
     }
 
-    /// The cached resourceVersion of one child (a hash lookup, unlike [`Self::children`]).
-    pub fn resource_version(&self, kind: Kind, namespace: &str, name: &str) -> Option<String> {
+    /// What tells whether one child changed since it was applied (a hash lookup, unlike
+    /// [`Self::children`]): its resourceVersion, or for a Deployment its generation, which
+    /// moves with its spec but not with its ever-changing status.
+    pub fn version(&self, kind: Kind, namespace: &str, name: &str) -> Option<String> {
         if kind == Kind::Deployment {
-            return self.deployment(namespace, name)?.metadata.resource_version.clone();
+            return self.deployment(namespace, name)?.metadata.generation.map(|g| g.to_string());
         }
         let store = self.metadata.get(&kind)?;
         let key = ObjectRef::new_with(name, api_resource(kind)).within(namespace);
@@ -165,13 +169,7 @@ fn cached(kind: Kind, m: &ObjectMeta) -> CachedChild {
             kind,
             name: m.name.clone().unwrap_or_default(),
             labels: m.labels.clone().unwrap_or_default(),
-            controller_uids: m
-                .owner_references
-                .iter()
-                .flatten()
-                .filter(|r| r.controller == Some(true))
-                .map(|r| r.uid.clone())
-                .collect(),
+            controller_uids: m.owner_references.iter().flatten().filter(|r| r.controller == Some(true)).map(|r| r.uid.clone()).collect(),
         },
         resource_version: m.resource_version.clone(),
         uid: m.uid.clone(),

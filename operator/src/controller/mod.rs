@@ -1,26 +1,30 @@
 //! The controller: watches ModelOrchestras (as untyped objects, so an invalid spec reaches
-//! the reconciler and is reported instead of stalling the watch) and every kind the chart
-//! renders, and reconciles each CR routed to this operator version.
+//! the reconciler and is reported instead of stalling the watch), every kind the chart
+//! renders and the pods of its Deployments, and reconciles each CR routed to this operator
+//! version.
 
 pub mod children;
+pub mod pods;
 pub mod reconciler;
 
+use std::collections::HashSet;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use kube::api::DynamicObject;
-use kube::discovery::Discovery;
+use kube::core::GroupVersion;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{reflector, watcher, WatchStreamExt};
 use kube::{Api, Client};
 
 use crate::chart::Chart;
 use crate::kinds::Kind;
 use crate::operations::metrics::Metrics;
-use reconciler::{error_policy, mo_resource, reconcile, Context};
+use reconciler::{error_policy, key, mo_resource, reconcile, Context, ReconcileSettings};
 
 pub struct Settings {
     pub routing: String,
@@ -36,20 +40,34 @@ pub struct Settings {
 pub enum StartError {
     #[error("the ModelOrchestra CRD (modelorchestras.models.titanml.co, version v1alpha1) is not served by the cluster; install it with `make install` or `model-orchestra-operator crd | kubectl apply --server-side -f -`")]
     CrdMissing,
-    #[error("API discovery failed: {0}")]
-    Discovery(#[source] kube::Error),
+    #[error("API discovery of {group_version} failed: {source}")]
+    Discovery { group_version: String, source: kube::Error },
 }
 
-/// The kinds of `Kind::ALL` the cluster serves.
+/// Whether the cluster serves `kind` of `group/version`: one request to that group
+/// version (a 404 means not served).
+async fn serves(client: &Client, group: &str, version: &str, kind: &str) -> Result<bool, StartError> {
+    let gv = GroupVersion::gv(group, version);
+    match kube::discovery::pinned_group(client, &gv).await {
+        Ok(g) => Ok(g.versioned_resources(version).iter().any(|(ar, _)| ar.kind == kind)),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
+        Err(source) => Err(StartError::Discovery { group_version: format!("{group}/{version}"), source }),
+    }
+}
+
+/// The kinds of `Kind::ALL` the cluster serves. Only the CRD and the optional kinds (KEDA,
+/// Prometheus Operator) are asked about — three requests, not a walk of every API group.
 pub async fn served_kinds(client: &Client) -> Result<Vec<Kind>, StartError> {
-    let discovery = Discovery::new(client.clone()).run().await.map_err(StartError::Discovery)?;
-    let serves = |group: &str, version: &str, kind: &str| {
-        discovery.groups().any(|g| g.name() == group && g.versioned_resources(version).iter().any(|(ar, _)| ar.kind == kind))
-    };
-    if !serves(crate::api::GROUP, crate::api::VERSION, crate::api::KIND) {
+    if !serves(client, crate::api::GROUP, crate::api::VERSION, crate::api::KIND).await? {
         return Err(StartError::CrdMissing);
     }
-    Ok(Kind::ALL.into_iter().filter(|k| serves(k.group(), k.version(), k.kind())).collect())
+    let mut kinds = Vec::new();
+    for kind in Kind::ALL {
+        if !kind.is_optional() || serves(client, kind.group(), kind.version(), kind.kind()).await? {
+            kinds.push(kind);
+        }
+    }
+    Ok(kinds)
 }
 
 /// Discovery, retried (capped exponential backoff) until it works: at startup the API
@@ -59,7 +77,9 @@ async fn discover(client: &Client) -> Vec<Kind> {
     loop {
         match served_kinds(client).await {
             Ok(kinds) => return kinds,
-            Err(e) => tracing::warn!(error = %e, retry_in = ?delay, "cannot start the controller yet"),
+            Err(e) => {
+                tracing::warn!(error = %e, retry_in = ?delay, "cannot start the controller yet")
+            }
         }
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(Duration::from_secs(10));
@@ -67,7 +87,14 @@ async fn discover(client: &Client) -> Vec<Kind> {
 }
 
 /// Runs the controller until `shutdown` resolves.
-pub async fn run(client: Client, chart: Chart, settings: Settings, metrics: Arc<Metrics>, on_ready: impl FnOnce(), shutdown: impl Future<Output = ()> + Send + Sync + 'static) -> Result<(), StartError> {
+pub async fn run(
+    client: Client,
+    chart: Chart,
+    settings: Settings,
+    metrics: Arc<Metrics>,
+    on_ready: impl FnOnce(),
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) -> Result<(), StartError> {
     let shutdown = futures::FutureExt::shared(Box::pin(shutdown));
     let served = tokio::select! {
         kinds = discover(&client) => kinds,
@@ -77,21 +104,40 @@ pub async fn run(client: Client, chart: Chart, settings: Settings, metrics: Arc<
     if !missing.is_empty() {
         tracing::warn!(?missing, "optional kinds are not served; CRs that need them report ApplyFailed");
     }
-    let (caches, meta_streams, deploy_stream) = children::watch(&client, settings.namespace.as_deref(), &served);
+    let namespace = settings.namespace.as_deref();
+    let (caches, meta_streams, deploy_stream) = children::watch(&client, namespace, &served);
+    let (pods, pod_stream) = pods::watch(&client, namespace);
+    let recorder = Recorder::new(client.clone(), Reporter { controller: "model-orchestra-operator".into(), instance: Some(settings.identity.clone()) });
+    let reconcile_settings = ReconcileSettings {
+        routing: settings.routing.clone(),
+        claim_unlabeled: settings.claim_unlabeled,
+        resync: settings.resync,
+        operator_version: env!("CARGO_PKG_VERSION").into(),
+    };
+    let view = reconciler::ClusterView { client: client.clone(), caches, pods, served };
+    let ctx = Arc::new(Context::new(view, chart, reconcile_settings, metrics, recorder));
+
     let ar = mo_resource();
-    let crs: Api<DynamicObject> = match &settings.namespace {
+    let crs: Api<DynamicObject> = match namespace {
         Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
         None => Api::all_with(client.clone(), &ar),
     };
-    let recorder = Recorder::new(client.clone(), Reporter { controller: "model-orchestra-operator".into(), instance: Some(settings.identity.clone()) });
     // Our own reflector for the CRs, so that managedFields (the bulk of a CR with status)
-    // are dropped before caching.
+    // are dropped before caching, and so that deletions reach the context: a deleted CR's
+    // state is forgotten (the reconciler never hears of it).
     let writer = reflector::store::Writer::new(ar.clone());
     let reader = writer.as_reader();
+    let (forget_ctx, store) = (ctx.clone(), reader.clone());
     let cr_stream = watcher(crs, watcher::Config::default())
         .default_backoff()
         .modify(|o: &mut DynamicObject| o.metadata.managed_fields = None)
         .reflect(writer)
+        .inspect_ok(move |event| match event {
+            watcher::Event::Delete(o) => forget_ctx.forget(&key(o)),
+            // A relist may have missed deletions: keep only what the new list has.
+            watcher::Event::InitDone => forget_ctx.forget_all_but(&store.state().iter().map(|o| key(o)).collect::<HashSet<_>>()),
+            _ => {}
+        })
         .applied_objects();
     let mut controller = Controller::for_stream_with(cr_stream, reader, ar.clone())
         .with_config(ControllerConfig::default().concurrency(settings.concurrency).debounce(Duration::from_millis(200)));
@@ -101,13 +147,19 @@ pub async fn run(client: Client, chart: Chart, settings: Settings, metrics: Arc<
     if let Some(stream) = deploy_stream {
         controller = controller.owns_stream(stream);
     }
-    let ctx = Arc::new(Context::new(client, chart, caches, settings.routing.clone(), settings.claim_unlabeled, settings.resync, served, metrics, recorder));
+    // A pod's labels name its release (the CR): its problems go to that CR's status.
+    let pod_owner_ar = ar.clone();
+    controller = controller.watches_stream_with(
+        pod_stream,
+        move |pod| pods::Pods::owner(&pod).map(|(name, ns)| ObjectRef::new_with(&name, pod_owner_ar.clone()).within(&ns)),
+        (),
+    );
     let ready_ctx = ctx.clone();
     let controller = controller.graceful_shutdown_on(shutdown).run(reconcile, error_policy, ctx);
     tokio::pin!(controller);
     // Readiness: once the child caches have listed (prune decisions need them complete).
     tokio::select! {
-        _ = ready_ctx.caches.wait_until_ready() => on_ready(),
+        _ = async { ready_ctx.caches.wait_until_ready().await; ready_ctx.pods.wait_until_ready().await } => on_ready(),
         _ = controller.next() => {}
     }
     controller

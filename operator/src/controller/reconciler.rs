@@ -1,11 +1,13 @@
-//! One reconcile of one ModelOrchestra: route → parse → render → plan → (skip if nothing
-//! changed) apply → prune → status. The order matters: nothing is applied or pruned until
-//! the whole spec has rendered, and nothing is pruned until every apply succeeded.
+//! One reconcile of one ModelOrchestra: route → fetch the facts → validate and render →
+//! plan → dry-run → apply → prune → report. Nothing is applied or pruned until the whole
+//! spec has rendered and the API server has accepted every object in a dry run, and nothing
+//! is pruned until every apply succeeded.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use futures::stream::{self, StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy};
@@ -15,115 +17,195 @@ use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
 
 use super::children::{api_resource, Caches};
+use super::pods::Pods;
 use crate::api::{ModelOrchestraStatus, GROUP, KIND, VERSION};
-use crate::chart::Chart;
+use crate::chart::{Chart, Component};
+use crate::error::RenderError;
 use crate::kinds::Kind;
 use crate::operations::metrics::Metrics;
-use crate::reconcile::backoff::Backoff;
-use crate::reconcile::plan::{self, ApplyPlan, Owner, FIELD_MANAGER};
+use crate::reconcile::backoff::{Backoff, Retry};
+use crate::reconcile::condition::{ConditionType, Reason};
+use crate::reconcile::plan::{self, ApplyPlan, Owner, PlannedObject, FIELD_MANAGER};
 use crate::reconcile::routing::is_routed_here;
-use crate::reconcile::status::{self, deployment_readiness, Observed, Outcome, READY};
+use crate::reconcile::status::{self, deployment_readiness, Health, Observed, Outcome, Report};
 
-/// What the reconciler needs; shared by every reconcile.
-pub struct Context {
+/// Objects of one CR applied (or dry-run) at once.
+const APPLY_CONCURRENCY: usize = 8;
+
+/// What the operator knows of the cluster: a client, the caches its watches fill, and the
+/// kinds the cluster serves.
+pub struct ClusterView {
     pub client: Client,
-    pub chart: Chart,
     pub caches: Caches,
-    pub routing: String,
-    pub claim_unlabeled: bool,
-    pub resync: Duration,
-    pub operator_version: String,
+    pub pods: Pods,
     /// Kinds the cluster serves (the optional ones, KEDA and Prometheus, may be missing).
     pub served: Vec<Kind>,
-    pub backoff: Backoff,
-    pub metrics: Arc<Metrics>,
-    pub recorder: Recorder,
-    /// Per CR: the plan hash and children's resourceVersions after the last full apply.
-    applied: Mutex<HashMap<String, AppliedState>>,
 }
 
-/// What the last full apply of a CR left behind. While the CR's generation is the same
-/// (its spec, hence its render, unchanged) and every child still has the recorded
-/// resourceVersion, a reconcile needs neither a render nor any write.
+/// What every reconcile reads: the cluster view, the chart and the settings.
+pub struct Context {
+    pub client: Client,
+    pub caches: Caches,
+    pub pods: Pods,
+    pub served: Vec<Kind>,
+    pub chart: Chart,
+    pub settings: ReconcileSettings,
+    pub metrics: Arc<Metrics>,
+    pub recorder: Recorder,
+    pub backoff: Backoff,
+    /// Per CR: what its last full apply left behind.
+    memory: Mutex<HashMap<String, AppliedState>>,
+}
+
+/// The settings a reconcile needs.
+#[derive(Debug, Clone)]
+pub struct ReconcileSettings {
+    pub routing: String,
+    pub claim_unlabeled: bool,
+    /// How often a converged CR is looked at again.
+    pub resync: Duration,
+    pub operator_version: String,
+}
+
+impl Context {
+    pub fn new(view: ClusterView, chart: Chart, settings: ReconcileSettings, metrics: Arc<Metrics>, recorder: Recorder) -> Self {
+        let ClusterView { client, caches, pods, served } = view;
+        let backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(300));
+        Context { client, caches, pods, served, chart, settings, metrics, recorder, backoff, memory: Mutex::new(HashMap::new()) }
+    }
+
+    /// Drops everything kept about the CR `key` (deleted, or routed to another line).
+    pub fn forget(&self, key: &str) {
+        self.memory.lock().expect("memory lock").remove(key);
+        self.backoff.succeeded(key);
+        self.update_tracked();
+    }
+
+    /// Drops everything kept about CRs not in `live` (after a relist that may have missed
+    /// deletions).
+    pub fn forget_all_but(&self, live: &std::collections::HashSet<String>) {
+        self.memory.lock().expect("memory lock").retain(|k, _| live.contains(k));
+        self.backoff.retain(|k| live.contains(k));
+        self.update_tracked();
+    }
+
+    fn remember(&self, key: String, state: AppliedState) {
+        self.memory.lock().expect("memory lock").insert(key, state);
+        self.update_tracked();
+    }
+
+    fn update_tracked(&self) {
+        let n = self.memory.lock().expect("memory lock").len();
+        self.metrics.tracked.set(n as i64);
+    }
+}
+
+/// What the last full apply of a CR left behind. While the CR's generation is the same (its
+/// spec, hence its render, unchanged) and no child changed since (same resourceVersion, or
+/// for Deployments the same generation: their status changes all the time), a reconcile
+/// needs neither a render nor any write.
 #[derive(Debug, Clone)]
 struct AppliedState {
     uid: String,
     generation: Option<i64>,
     hash: String,
     objects: Vec<Planned>,
-    versions: HashMap<(Kind, String), String>,
 }
 
-/// The facts about a planned object that drift checks and status need.
+/// The facts about an applied object that drift checks and status need.
 #[derive(Debug, Clone)]
 struct Planned {
     kind: Kind,
     name: String,
-    /// `gateway` or the application name.
-    component: String,
+    component: Component,
     /// A Service's first port.
     port: Option<i64>,
+    /// resourceVersion (or, for a Deployment, generation) after the apply.
+    version: Option<String>,
 }
 
-fn planned(plan: &ApplyPlan) -> Vec<Planned> {
-    plan.objects
-        .iter()
-        .map(|o| {
-            let component = o.body["metadata"]["labels"]["app.kubernetes.io/component"].as_str().unwrap_or_default();
-            Planned {
-                kind: o.kind,
-                name: o.name.clone(),
-                component: component.strip_prefix("application-").unwrap_or(component).to_string(),
-                port: o.body["spec"]["ports"][0]["port"].as_i64(),
-            }
-        })
-        .collect()
-}
-
+/// Why a reconcile failed. The `kube::Error` stays the source, so the retry policy can tell
+/// a conflict from a refusal from a server error.
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
     #[error("{0}")]
-    Apply(String),
-    #[error("writing status: {0}")]
-    Status(#[source] kube::Error),
+    Render(#[from] RenderError),
+    #[error("the cluster does not serve {0}: install its CRD or disable the feature in the spec")]
+    Unserved(String),
+    #[error("{step} {kind} {name}: {}", api_message(.source))]
+    Request { step: Step, kind: &'static str, name: String, source: kube::Error },
+    #[error("writing status: {}", api_message(.0))]
+    Status(kube::Error),
+}
+
+/// The request a [`ReconcileError::Request`] failed in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    DryRun,
+    Apply,
+    Prune,
+}
+
+impl std::fmt::Display for Step {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Step::DryRun => "the API server refuses",
+            Step::Apply => "applying",
+            Step::Prune => "pruning",
+        })
+    }
 }
 
 impl ReconcileError {
-    pub fn reason(&self) -> &'static str {
+    fn request(step: Step, o: &PlannedObject, source: kube::Error) -> Self {
+        ReconcileError::Request { step, kind: o.kind.kind(), name: o.name.clone(), source }
+    }
+
+    /// The status code of the API server's answer, if there was one.
+    fn code(&self) -> Option<u16> {
         match self {
-            ReconcileError::Apply(_) => "ApplyFailed",
-            ReconcileError::Status(_) => "StatusFailed",
+            ReconcileError::Request { source: kube::Error::Api(s), .. } | ReconcileError::Status(kube::Error::Api(s)) => Some(s.code),
+            _ => None,
+        }
+    }
+
+    pub fn reason(&self) -> Reason {
+        match (self, self.code()) {
+            (ReconcileError::Render(_), _) => Reason::RenderFailed,
+            (ReconcileError::Request { step: Step::DryRun, .. }, Some(400 | 422)) => Reason::Invalid,
+            (ReconcileError::Request { step: Step::DryRun, .. }, Some(403)) => Reason::Forbidden,
+            (ReconcileError::Status(_), _) => Reason::StatusFailed,
+            _ => Reason::ApplyFailed,
+        }
+    }
+
+    /// How to retry: a conflict at once; a refusal or an invalid spec when the CR changes
+    /// (or at the next resync); anything else (server errors, timeouts) with backoff.
+    pub fn retry(&self) -> Retry {
+        match (self, self.code()) {
+            (ReconcileError::Render(_), _) => Retry::OnChange,
+            (_, Some(409)) => Retry::Now,
+            (_, Some(400 | 403 | 404 | 422)) => Retry::OnChange,
+            _ => Retry::Backoff,
+        }
+    }
+
+    /// What the status says about it.
+    fn outcome(&self) -> Outcome {
+        let message = self.to_string();
+        match self.reason() {
+            Reason::RenderFailed => Outcome::RenderFailed(message),
+            reason @ (Reason::Invalid | Reason::Forbidden) => Outcome::Refused { reason, message },
+            _ => Outcome::ApplyFailed(message),
         }
     }
 }
 
-impl Context {
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        client: Client,
-        chart: Chart,
-        caches: Caches,
-        routing: String,
-        claim_unlabeled: bool,
-        resync: Duration,
-        served: Vec<Kind>,
-        metrics: Arc<Metrics>,
-        recorder: Recorder,
-    ) -> Self {
-        Context {
-            client,
-            chart,
-            caches,
-            routing,
-            claim_unlabeled,
-            resync,
-            operator_version: env!("CARGO_PKG_VERSION").into(),
-            served,
-            backoff: Backoff::new(Duration::from_millis(500), Duration::from_secs(300)),
-            metrics,
-            recorder,
-            applied: Mutex::new(HashMap::new()),
-        }
+/// `message (code Reason)` of an API error; the error itself otherwise.
+fn api_message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => format!("{} ({} {})", s.message, s.code, s.reason),
+        other => other.to_string(),
     }
 }
 
@@ -131,172 +213,204 @@ pub fn mo_resource() -> ApiResource {
     ApiResource { group: GROUP.into(), version: VERSION.into(), api_version: format!("{GROUP}/{VERSION}"), kind: KIND.into(), plural: "modelorchestras".into() }
 }
 
-fn key(obj: &DynamicObject) -> String {
+/// `namespace/name` of a CR: the key of everything kept per CR.
+pub fn key(obj: &DynamicObject) -> String {
     format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any())
 }
 
+/// The facts about the CR a reconcile starts from.
+struct Cr<'a> {
+    obj: &'a DynamicObject,
+    key: String,
+    namespace: String,
+    name: String,
+    uid: String,
+    generation: Option<i64>,
+    previous: ModelOrchestraStatus,
+}
+
+impl<'a> Cr<'a> {
+    fn fetch(obj: &'a DynamicObject) -> Self {
+        Cr {
+            obj,
+            key: key(obj),
+            namespace: obj.namespace().unwrap_or_else(|| "default".into()),
+            name: obj.name_any(),
+            uid: obj.uid().unwrap_or_default(),
+            generation: obj.metadata.generation,
+            previous: obj.data.get("status").and_then(|s| serde_json::from_value(s.clone()).ok()).unwrap_or_default(),
+        }
+    }
+
+    fn owner(&self) -> Owner {
+        Owner { name: self.name.clone(), uid: self.uid.clone() }
+    }
+}
+
 pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
-    if !is_routed_here(obj.metadata.labels.as_ref(), &ctx.routing, ctx.claim_unlabeled) {
-        // Another operator version's CR: forget it, so taking it back later re-applies.
-        ctx.applied.lock().expect("applied lock").remove(&key(&obj));
+    let s = &ctx.settings;
+    if !is_routed_here(obj.metadata.labels.as_ref(), &s.routing, s.claim_unlabeled) {
+        // Another line's CR: forget it, so taking it back later applies again.
+        ctx.forget(&key(&obj));
         return Ok(Action::await_change());
     }
     if obj.metadata.deletion_timestamp.is_some() {
         // The garbage collector removes the children through their ownerReferences.
+        ctx.forget(&key(&obj));
         return Ok(Action::await_change());
     }
     let started = Instant::now();
-    let result = reconcile_routed(&obj, &ctx).await;
-    ctx.metrics.observe_reconcile(started.elapsed(), result.as_ref().err().map(ReconcileError::reason));
+    let cr = Cr::fetch(&obj);
+    let result = reconcile_routed(&cr, &ctx).await;
+    ctx.metrics.observe_reconcile(started.elapsed(), result.as_ref().err().map(|e| e.reason().as_str()));
     match &result {
-        Ok(_) => ctx.backoff.succeeded(&key(&obj)),
-        Err(e) => tracing::warn!(modelorchestra = %key(&obj), reason = e.reason(), error = %e, "reconcile failed"),
+        Ok(_) => ctx.backoff.succeeded(&cr.key),
+        Err(e) => {
+            tracing::warn!(modelorchestra = %cr.key, reason = %e.reason(), error = %e, "reconcile failed");
+            report_failure(&ctx, &cr, e).await;
+        }
     }
     result
 }
 
-pub fn error_policy(obj: Arc<DynamicObject>, _err: &ReconcileError, ctx: Arc<Context>) -> Action {
-    Action::requeue(ctx.backoff.failed(&key(&obj)))
+pub fn error_policy(obj: Arc<DynamicObject>, err: &ReconcileError, ctx: Arc<Context>) -> Action {
+    match err.retry() {
+        Retry::Now => Action::requeue(Duration::from_millis(100)),
+        Retry::OnChange => Action::requeue(ctx.settings.resync),
+        Retry::Backoff => Action::requeue(ctx.backoff.failed(&key(&obj))),
+    }
 }
 
-async fn reconcile_routed(obj: &DynamicObject, ctx: &Context) -> Result<Action, ReconcileError> {
-    let ns = obj.namespace().unwrap_or_else(|| "default".into());
-    let name = obj.name_any();
-    let previous: ModelOrchestraStatus = obj.data.get("status").and_then(|s| serde_json::from_value(s.clone()).ok()).unwrap_or_default();
-    let generation = obj.metadata.generation;
-    let key = key(obj);
-    let uid = obj.uid().unwrap_or_default();
-
-    // Fast path: same spec as the last full apply and no child changed since.
-    let unchanged = ctx.applied.lock().expect("applied lock").get(&key).cloned().filter(|state| {
-        state.uid == uid
-            && state.generation == generation
-            && previous.applied_hash.as_deref() == Some(state.hash.as_str())
-            && state.objects.iter().all(|o| ctx.caches.resource_version(o.kind, &ns, &o.name).as_ref() == state.versions.get(&(o.kind, o.name.clone())))
-    });
-    if let Some(state) = unchanged {
-        let observed = observe(ctx, &ns, &state.objects, BTreeMap::new());
-        return report(ctx, obj, &ns, &previous, observed, state.hash).await;
+async fn reconcile_routed(cr: &Cr<'_>, ctx: &Context) -> Result<Action, ReconcileError> {
+    if let Some(state) = unchanged_since_last_apply(cr, ctx) {
+        let observed = observe(ctx, cr, &state.objects, &BTreeMap::new());
+        return report_applied(ctx, cr, observed, state.hash).await;
     }
-
-    // Parse strictly and render everything before touching the cluster.
-    let value = serde_json::to_value(obj).expect("objects serialise");
-    let rendered = crate::input::from_value(&value)
-        .map_err(crate::error::RenderError::from)
-        .and_then(|mo| crate::render(&ctx.chart, &mo, &ns));
-    let rendered = match rendered {
-        Ok(r) => r,
-        Err(e) => {
-            let message = format!("{e}");
-            ctx.metrics.count_error("RenderFailed");
-            let status = status::next_status(&previous, generation, &Outcome::RenderFailed(message.clone()), &Observed::default(), &ctx.operator_version, None, &now());
-            publish_if_new(ctx, obj, &previous, &status, EventType::Warning, "RenderFailed", &message).await;
-            write_status(ctx, &ns, &name, &previous, status).await?;
-            // Retrying cannot help: the next change to the CR triggers the next attempt.
-            return Ok(Action::await_change());
-        }
-    };
-    let owner = Owner { name: name.clone(), uid: uid.clone() };
-    let plan = plan::plan(&owner, rendered);
-
-    let missing: Vec<String> = plan
-        .objects
+    let plan = render_and_plan(cr, ctx)?;
+    dry_run(ctx, cr, &plan).await?;
+    let applied = apply(ctx, cr, &plan).await?;
+    prune(ctx, cr, &plan).await?;
+    let deployments: BTreeMap<String, Deployment> = applied
         .iter()
-        .filter(|o| !ctx.served.contains(&o.kind))
-        .map(|o| format!("{} ({})", o.kind.kind(), o.kind.api_version()))
+        .filter(|(o, _)| o.kind == Kind::Deployment)
+        .filter_map(|(o, a)| Some((o.name.clone(), serde_json::to_value(a).and_then(serde_json::from_value).ok()?)))
         .collect();
-    if !missing.is_empty() {
-        let message = format!("the cluster does not serve {}: install its CRD or disable the feature in the spec", missing.join(", "));
-        return fail(ctx, obj, &previous, message).await;
-    }
+    let objects: Vec<Planned> = applied.iter().map(|(o, a)| planned(o, a)).collect();
+    let observed = observe(ctx, cr, &objects, &deployments);
+    ctx.remember(cr.key.clone(), AppliedState { uid: cr.uid.clone(), generation: cr.generation, hash: plan.hash.clone(), objects });
+    report_applied(ctx, cr, observed, plan.hash).await
+}
 
-    let mut fresh_deployments: BTreeMap<String, Deployment> = BTreeMap::new();
-    let mut versions = HashMap::new();
-    for o in &plan.objects {
-        let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &api_resource(o.kind));
-        let applied = api
-            .patch(&o.name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&o.body))
-            .await
-            .map_err(|e| format!("applying {} {}: {}", o.kind.kind(), o.name, api_error(&e)));
-        let applied = match applied {
-            Ok(a) => a,
-            Err(message) => return fail(ctx, obj, &previous, message).await,
-        };
-        if let Some(rv) = applied.resource_version() {
-            versions.insert((o.kind, o.name.clone()), rv);
-        }
-        if o.kind == Kind::Deployment {
-            if let Ok(d) = serde_json::to_value(&applied).and_then(serde_json::from_value::<Deployment>) {
-                fresh_deployments.insert(o.name.clone(), d);
-            }
-        }
-    }
-    ctx.metrics.count_applied(plan.objects.len());
+/// The state of the last full apply, if neither the CR's spec nor any child changed since.
+fn unchanged_since_last_apply(cr: &Cr, ctx: &Context) -> Option<AppliedState> {
+    let memory = ctx.memory.lock().expect("memory lock");
+    let state = memory.get(&cr.key)?;
+    let same = state.uid == cr.uid
+        && state.generation == cr.generation
+        && cr.previous.applied_hash.as_deref() == Some(state.hash.as_str())
+        && state.objects.iter().all(|o| ctx.caches.version(o.kind, &cr.namespace, &o.name) == o.version);
+    same.then(|| state.clone())
+}
 
-    let children = ctx.caches.children(&ns, &name);
+/// Parses the CR strictly, renders every object and plans the apply: all before anything
+/// touches the cluster.
+fn render_and_plan(cr: &Cr, ctx: &Context) -> Result<ApplyPlan, ReconcileError> {
+    let value = serde_json::to_value(cr.obj).expect("objects serialise");
+    let mo = crate::input::from_value(&value).map_err(RenderError::from)?;
+    let rendered = crate::render(&ctx.chart, &mo, &cr.namespace)?;
+    let plan = plan::plan(&cr.owner(), rendered);
+    let unserved: Vec<String> =
+        plan.objects.iter().filter(|o| !ctx.served.contains(&o.kind)).map(|o| format!("{} ({})", o.kind.kind(), o.kind.api_version())).collect();
+    if !unserved.is_empty() {
+        return Err(ReconcileError::Unserved(unserved.join(", ")));
+    }
+    Ok(plan)
+}
+
+/// Server-side applies one object (as a dry run, or for real).
+async fn apply_one(ctx: &Context, namespace: &str, o: &PlannedObject, step: Step) -> Result<DynamicObject, ReconcileError> {
+    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), namespace, &api_resource(o.kind));
+    let params = PatchParams { dry_run: step == Step::DryRun, ..PatchParams::apply(FIELD_MANAGER).force() };
+    api.patch(&o.name, &params, &Patch::Apply(&o.body)).await.map_err(|e| ReconcileError::request(step, o, e))
+}
+
+/// Applies every object of the plan, several at once, in `step` (dry run or real);
+/// returns what the server answered, in plan order.
+async fn apply_all(ctx: &Context, cr: &Cr<'_>, plan: &ApplyPlan, step: Step) -> Result<Vec<DynamicObject>, ReconcileError> {
+    // Indices, not references, go through the stream: its futures must be `Send` for any
+    // lifetime the controller picks.
+    stream::iter(0..plan.objects.len()).map(|i| apply_one(ctx, &cr.namespace, &plan.objects[i], step)).buffered(APPLY_CONCURRENCY).try_collect().await
+}
+
+/// Every object, server-side applied as a dry run: any refusal (schema, admission policy,
+/// RBAC) means nothing at all is written.
+async fn dry_run(ctx: &Context, cr: &Cr<'_>, plan: &ApplyPlan) -> Result<(), ReconcileError> {
+    apply_all(ctx, cr, plan, Step::DryRun).await.map(drop)
+}
+
+/// Server-side applies every object; returns each with what the server answered.
+async fn apply<'p>(ctx: &Context, cr: &Cr<'_>, plan: &'p ApplyPlan) -> Result<Vec<(&'p PlannedObject, DynamicObject)>, ReconcileError> {
+    let applied = apply_all(ctx, cr, plan, Step::Apply).await?;
+    ctx.metrics.count_applied(applied.len());
+    Ok(plan.objects.iter().zip(applied).collect())
+}
+
+/// Deletes what this CR's previous renders produced and this one does not (see
+/// [`plan::prune`] for what may be deleted).
+async fn prune(ctx: &Context, cr: &Cr<'_>, plan: &ApplyPlan) -> Result<(), ReconcileError> {
+    let owner = cr.owner();
+    let children = ctx.caches.children(&cr.namespace, &cr.name);
     let existing: Vec<_> = children.iter().map(|c| c.existing.clone()).collect();
-    for gone in plan::prune(&owner, &plan, &existing) {
-        let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &api_resource(gone.kind));
+    for gone in plan::prune(&owner, plan, &existing) {
+        let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &cr.namespace, &api_resource(gone.kind));
         // The precondition makes sure a same-named object created since the cache saw it
         // is not the one deleted.
-        let child_uid = children.iter().find(|c| c.existing == *gone).and_then(|c| c.uid.clone());
+        let uid = children.iter().find(|c| c.existing == *gone).and_then(|c| c.uid.clone());
         let params = DeleteParams {
             propagation_policy: Some(PropagationPolicy::Background),
-            preconditions: Some(Preconditions { uid: child_uid, resource_version: None }),
+            preconditions: Some(Preconditions { uid, resource_version: None }),
             ..Default::default()
         };
         match api.delete(&gone.name, &params).await {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => return fail(ctx, obj, &previous, format!("pruning {} {}: {}", gone.kind.kind(), gone.name, api_error(&e))).await,
+            Err(source) => return Err(ReconcileError::Request { step: Step::Prune, kind: gone.kind.kind(), name: gone.name.clone(), source }),
         }
         ctx.metrics.count_pruned(1);
-        tracing::info!(modelorchestra = %key, kind = gone.kind.kind(), name = %gone.name, "pruned");
+        tracing::info!(modelorchestra = %cr.key, kind = gone.kind.kind(), name = %gone.name, "pruned");
     }
-
-    let objects = planned(&plan);
-    let observed = observe(ctx, &ns, &objects, fresh_deployments);
-    let state = AppliedState { uid, generation, hash: plan.hash.clone(), objects, versions };
-    ctx.applied.lock().expect("applied lock").insert(key, state);
-    report(ctx, obj, &ns, &previous, observed, plan.hash).await
+    Ok(())
 }
 
-/// Writes the status of a CR whose objects are all applied (if it changed).
-async fn report(ctx: &Context, obj: &DynamicObject, ns: &str, previous: &ModelOrchestraStatus, observed: Observed, hash: String) -> Result<Action, ReconcileError> {
-    let status = status::next_status(previous, obj.metadata.generation, &Outcome::Applied, &observed, &ctx.operator_version, Some(hash), &now());
-    let ready = status::condition(&status, READY);
-    let (reason, message) = match ready {
-        Some(c) if c.status == "True" => ("Ready", c.message.clone()),
-        Some(c) => ("Progressing", c.message.clone()),
-        None => ("Progressing", String::new()),
+fn planned(o: &PlannedObject, applied: &DynamicObject) -> Planned {
+    let version = match o.kind {
+        Kind::Deployment => applied.metadata.generation.map(|g| g.to_string()),
+        _ => applied.metadata.resource_version.clone(),
     };
-    publish_if_new(ctx, obj, previous, &status, EventType::Normal, reason, &message).await;
-    write_status(ctx, ns, &obj.name_any(), previous, status).await?;
-    Ok(Action::requeue(ctx.resync))
+    Planned { kind: o.kind, name: o.name.clone(), component: o.component.clone(), port: o.body["spec"]["ports"][0]["port"].as_i64(), version }
 }
 
-/// Records an apply failure in the status and returns the error that backs the CR off.
-async fn fail(ctx: &Context, obj: &DynamicObject, previous: &ModelOrchestraStatus, message: String) -> Result<Action, ReconcileError> {
-    let ns = obj.namespace().unwrap_or_else(|| "default".into());
-    let status = status::next_status(previous, obj.metadata.generation, &Outcome::ApplyFailed(message.clone()), &Observed { components: previous.applications.clone(), gateway_address: previous.gateway_address.clone() }, &ctx.operator_version, None, &now());
-    publish_if_new(ctx, obj, previous, &status, EventType::Warning, "ApplyFailed", &message).await;
-    // The status write may fail for the same reason; the apply error is what matters.
-    let _ = write_status(ctx, &ns, &obj.name_any(), previous, status).await;
-    Err(ReconcileError::Apply(message))
-}
-
-/// Per-component readiness: Deployments just applied (their response carries status) or
-/// from the cache; and the gateway Service's address.
-fn observe(ctx: &Context, ns: &str, objects: &[Planned], fresh: BTreeMap<String, Deployment>) -> Observed {
+/// Readiness per component, from the Deployments just applied (their response carries
+/// status) or the cache, with the pods' problems; and the gateway Service's address.
+fn observe(ctx: &Context, cr: &Cr, objects: &[Planned], fresh: &BTreeMap<String, Deployment>) -> Observed {
     let mut observed = Observed::default();
     for o in objects {
-        match o.kind {
-            Kind::Deployment => {
-                let d = fresh.get(&o.name).cloned().or_else(|| ctx.caches.deployment(ns, &o.name).map(|d| (*d).clone()));
-                observed.components.insert(o.component.clone(), deployment_readiness(d.as_ref()));
+        match (o.kind, &o.component) {
+            (Kind::Deployment, component) => {
+                let d = fresh.get(&o.name).cloned().or_else(|| ctx.caches.deployment(&cr.namespace, &o.name).map(|d| (*d).clone()));
+                let replicas = deployment_readiness(d.as_ref());
+                let problem = if replicas.ready { None } else { ctx.pods.problem(&cr.namespace, &cr.name, component) };
+                let health = Health { replicas, problem };
+                match component {
+                    Component::Gateway => observed.gateway = health,
+                    Component::Application(app) => {
+                        observed.applications.insert(app.clone(), health);
+                    }
+                    Component::Release => {}
+                }
             }
-            Kind::Service if o.component == "gateway" => {
-                observed.gateway_address = Some(format!("{}.{ns}.svc:{}", o.name, o.port.unwrap_or(80)));
+            (Kind::Service, Component::Gateway) => {
+                observed.gateway_address = Some(format!("{}.{}.svc:{}", o.name, cr.namespace, o.port.unwrap_or(80)));
             }
             _ => {}
         }
@@ -304,26 +418,61 @@ fn observe(ctx: &Context, ns: &str, objects: &[Planned], fresh: BTreeMap<String,
     observed
 }
 
-async fn write_status(ctx: &Context, ns: &str, name: &str, previous: &ModelOrchestraStatus, status: ModelOrchestraStatus) -> Result<(), ReconcileError> {
-    if *previous == status {
+/// Writes the status of a CR whose objects are all applied (if it changed).
+async fn report_applied(ctx: &Context, cr: &Cr<'_>, observed: Observed, hash: String) -> Result<Action, ReconcileError> {
+    write_status(ctx, cr, &Outcome::Applied { observed, hash }).await.map_err(ReconcileError::Status)?;
+    Ok(Action::requeue(ctx.settings.resync))
+}
+
+/// Records a failure in the status (and an Event); the error is what the caller returns.
+async fn report_failure(ctx: &Context, cr: &Cr<'_>, e: &ReconcileError) {
+    if matches!(e, ReconcileError::Status(_)) {
+        return;
+    }
+    // The status write may fail for the same reason; the original error is what matters.
+    if let Err(status_error) = write_status(ctx, cr, &e.outcome()).await {
+        tracing::debug!(modelorchestra = %cr.key, error = %status_error, "cannot record the failure in the status");
+    }
+}
+
+/// Computes the next status; writes it (and publishes an Event when the Ready condition's
+/// reason or message changes) only if it differs from the last one.
+async fn write_status(ctx: &Context, cr: &Cr<'_>, outcome: &Outcome) -> Result<(), kube::Error> {
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    let next = status::next_status(&Report {
+        previous: &cr.previous,
+        generation: cr.generation,
+        outcome,
+        operator_version: &ctx.settings.operator_version,
+        now: &now,
+    });
+    if next == cr.previous {
         return Ok(());
     }
-    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), ns, &mo_resource());
-    let body = json!({"apiVersion": format!("{GROUP}/{VERSION}"), "kind": KIND, "status": status});
-    api.patch_status(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&body)).await.map_err(ReconcileError::Status)?;
+    publish_if_new(ctx, cr, &next).await;
+    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &cr.namespace, &mo_resource());
+    let body = json!({"apiVersion": format!("{GROUP}/{VERSION}"), "kind": KIND, "status": next});
+    api.patch_status(&cr.name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&body)).await?;
     Ok(())
 }
 
 /// Publishes an Event when the Ready condition's reason or message changes (a transition
 /// or a new failure), not on every reconcile.
-async fn publish_if_new(ctx: &Context, obj: &DynamicObject, previous: &ModelOrchestraStatus, next: &ModelOrchestraStatus, type_: EventType, reason: &str, message: &str) {
-    let before = status::condition(previous, READY).map(|c| (c.reason.clone(), c.message.clone()));
-    let after = status::condition(next, READY).map(|c| (c.reason.clone(), c.message.clone()));
-    if before == after {
+async fn publish_if_new(ctx: &Context, cr: &Cr<'_>, next: &ModelOrchestraStatus) {
+    let ready = |s: &ModelOrchestraStatus| status::condition(s, ConditionType::Ready).map(|c| (c.reason.clone(), c.message.clone()));
+    let (before, after) = (ready(&cr.previous), ready(next));
+    let Some((reason, message)) = after.filter(|a| before.as_ref() != Some(a)) else {
         return;
-    }
-    let event = Event { type_, reason: reason.into(), note: Some(truncate(message, 1000)), action: "Reconcile".into(), secondary: None };
-    let reference = obj.object_ref(&mo_resource());
+    };
+    let warning = next.conditions.iter().any(|c| c.type_ == ConditionType::Degraded.as_str() && c.status == "True");
+    let event = Event {
+        type_: if warning { EventType::Warning } else { EventType::Normal },
+        reason,
+        note: Some(truncate(&message, 1000)),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    let reference = cr.obj.object_ref(&mo_resource());
     if let Err(e) = ctx.recorder.publish(&event, &reference).await {
         tracing::debug!(error = %e, "cannot publish event");
     }
@@ -334,15 +483,4 @@ fn truncate(s: &str, max: usize) -> String {
         Some((i, _)) => format!("{}…", &s[..i]),
         None => s.to_string(),
     }
-}
-
-fn api_error(e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(s) => format!("{} ({} {})", s.message, s.code, s.reason),
-        other => other.to_string(),
-    }
-}
-
-fn now() -> Time {
-    Time(k8s_openapi::jiff::Timestamp::now())
 }

@@ -6,8 +6,8 @@
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction, Namespace, ObjectFieldSelector, PodSecurityContext,
-    PodSpec, PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile, SecurityContext, ServiceAccount,
+    Capabilities, Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction, Namespace, ObjectFieldSelector, PodSecurityContext, PodSpec, PodTemplateSpec,
+    Probe, ResourceRequirements, SeccompProfile, SecurityContext, ServiceAccount,
 };
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -47,17 +47,15 @@ impl DeployOptions {
     }
 
     fn meta(&self, namespaced: bool) -> ObjectMeta {
-        ObjectMeta {
-            name: Some(self.name()),
-            namespace: namespaced.then(|| self.namespace.clone()),
-            labels: Some(self.labels()),
-            ..Default::default()
-        }
+        ObjectMeta { name: Some(self.name()), namespace: namespaced.then(|| self.namespace.clone()), labels: Some(self.labels()), ..Default::default() }
     }
 }
 
+/// The operator's namespace enforces the `restricted` Pod Security Standard, which its own
+/// pod meets.
 pub fn namespace(o: &DeployOptions) -> Namespace {
-    Namespace { metadata: ObjectMeta { name: Some(o.namespace.clone()), ..Default::default() }, ..Default::default() }
+    let labels = ["enforce", "audit", "warn"].map(|mode| (format!("pod-security.kubernetes.io/{mode}"), "restricted".to_string()));
+    Namespace { metadata: ObjectMeta { name: Some(o.namespace.clone()), labels: Some(labels.into()), ..Default::default() }, ..Default::default() }
 }
 
 pub fn service_account(o: &DeployOptions) -> ServiceAccount {

@@ -29,19 +29,19 @@ pub fn cluster_role(name: &str) -> ClusterRole {
     for kind in Kind::ALL {
         by_group.entry(kind.group()).or_default().push(kind.plural());
     }
-    let mut rules: Vec<PolicyRule> = by_group
-        .iter()
-        .map(|(group, resources)| rule(group, resources, &CHILD_VERBS))
-        .collect();
+    let mut rules: Vec<PolicyRule> = by_group.iter().map(|(group, resources)| rule(group, resources, &CHILD_VERBS)).collect();
     rules.push(rule(GROUP, &["modelorchestras"], &["get", "list", "watch"]));
     rules.push(rule(GROUP, &["modelorchestras/status"], &["get", "patch", "update"]));
+    // Children carry `blockOwnerDeletion: true` to their CR; where the API server enforces
+    // OwnerReferencesPermissionEnforcement (OpenShift), that needs `update` on the owner's
+    // finalizers.
+    rules.push(rule(GROUP, &["modelorchestras/finalizers"], &["update"]));
+    // Pods of the rendered Deployments, read-only: why a pod is not scheduled or not
+    // running belongs on the CR.
+    rules.push(rule("", &["pods"], &["get", "list", "watch"]));
     rules.push(rule("events.k8s.io", &["events"], &["create", "patch"]));
     rules.push(rule("coordination.k8s.io", &["leases"], &["get", "create", "update", "patch"]));
-    ClusterRole {
-        metadata: ObjectMeta { name: Some(name.to_string()), ..Default::default() },
-        rules: Some(rules),
-        ..Default::default()
-    }
+    ClusterRole { metadata: ObjectMeta { name: Some(name.to_string()), ..Default::default() }, rules: Some(rules), ..Default::default() }
 }
 
 pub fn cluster_role_yaml(name: &str) -> String {

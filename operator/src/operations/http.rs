@@ -22,7 +22,9 @@ pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>, health: Arc<Health>)
     let bound = listener.local_addr()?;
     let task = tokio::spawn(async move {
         loop {
-            let Ok((stream, _)) = listener.accept().await else { continue };
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
             let (metrics, health) = (metrics.clone(), health.clone());
             tokio::spawn(async move {
                 let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {

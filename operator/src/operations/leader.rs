@@ -8,7 +8,7 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use kube::api::{PostParams};
+use kube::api::PostParams;
 use kube::{Api, Client};
 
 pub struct LeaseLock {
@@ -25,7 +25,9 @@ pub fn lease_name(routing: &str) -> String {
 
 /// Whether a lease held by someone else has expired at `now`.
 pub fn expired(spec: &LeaseSpec, now: Timestamp) -> bool {
-    let Some(renewed) = spec.renew_time.as_ref().or(spec.acquire_time.as_ref()) else { return true };
+    let Some(renewed) = spec.renew_time.as_ref().or(spec.acquire_time.as_ref()) else {
+        return true;
+    };
     let duration = SignedDuration::from_secs(spec.lease_duration_seconds.unwrap_or(15).into());
     renewed.0.checked_add(duration).map_or(true, |until| until < now)
 }
@@ -78,8 +80,12 @@ impl LeaseLock {
 
     /// Gives the Lease up (on shutdown) so a standby takes over without waiting it out.
     pub async fn release(&self) {
-        let Ok(Some(mut lease)) = self.api.get_opt(&self.name).await else { return };
-        let Some(spec) = lease.spec.as_mut() else { return };
+        let Ok(Some(mut lease)) = self.api.get_opt(&self.name).await else {
+            return;
+        };
+        let Some(spec) = lease.spec.as_mut() else {
+            return;
+        };
         if spec.holder_identity.as_deref() != Some(self.identity.as_str()) {
             return;
         }
@@ -95,8 +101,12 @@ impl LeaseLock {
         loop {
             match self.try_acquire_or_renew().await {
                 Ok(true) => return,
-                Ok(false) => tracing::debug!(lease = %self.name, "another instance leads; standing by"),
-                Err(e) => tracing::warn!(error = %e, lease = %self.name, "leader election failed; retrying"),
+                Ok(false) => {
+                    tracing::debug!(lease = %self.name, "another instance leads; standing by")
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, lease = %self.name, "leader election failed; retrying")
+                }
             }
             tokio::time::sleep(retry).await;
         }

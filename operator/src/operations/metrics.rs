@@ -19,6 +19,8 @@ pub struct Metrics {
     applied: Counter,
     pruned: Counter,
     pub leader: Gauge,
+    /// CRs the operator keeps state for (its last apply, its failures).
+    pub tracked: Gauge,
 }
 
 impl Default for Metrics {
@@ -36,13 +38,15 @@ impl Metrics {
         let applied = Counter::default();
         let pruned = Counter::default();
         let leader = Gauge::default();
+        let tracked = Gauge::default();
         registry.register("reconciles", "Reconciles of routed ModelOrchestras, by result", reconciles.clone());
         registry.register("reconcile_errors", "Failed reconciles and render failures, by reason", errors.clone());
         registry.register("reconcile_duration_seconds", "Duration of reconciles", duration.clone());
         registry.register("objects_applied", "Objects sent with server-side apply", applied.clone());
         registry.register("objects_pruned", "Objects deleted because no longer rendered", pruned.clone());
         registry.register("leader", "1 while this instance holds the leader lease", leader.clone());
-        Metrics { registry, reconciles, errors, duration, applied, pruned, leader }
+        registry.register("tracked_resources", "ModelOrchestras the operator keeps state for", tracked.clone());
+        Metrics { registry, reconciles, errors, duration, applied, pruned, leader, tracked }
     }
 
     pub fn observe_reconcile(&self, took: Duration, error_reason: Option<&str>) {

@@ -1,11 +1,23 @@
-//! Per-object exponential backoff with jitter. kube-runtime requeues failed objects with a
-//! fixed action; this keeps an attempt count per object so one failing CR backs off
-//! without slowing the others.
+//! Per-object exponential backoff with jitter, and the retry classes of failures.
+//! kube-runtime requeues failed objects with a fixed action; this keeps an attempt count per
+//! object so one failing CR backs off without slowing the others.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
+
+/// How a failed reconcile is retried.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Retry {
+    /// At once: a conflict (someone wrote in between) is gone on the next try.
+    Now,
+    /// When the CR changes (or at the next resync): the same input gets the same answer
+    /// (an invalid spec, an object the API server refuses or forbids).
+    OnChange,
+    /// With exponential backoff: server errors, timeouts, lost connections.
+    Backoff,
+}
 
 pub struct Backoff {
     base: Duration,
@@ -34,6 +46,11 @@ impl Backoff {
     /// Forgets the failures of `key`.
     pub fn succeeded(&self, key: &str) {
         self.attempts.lock().expect("backoff lock").remove(key);
+    }
+
+    /// Keeps only the keys `keep` accepts (the CRs that still exist).
+    pub fn retain(&self, keep: impl Fn(&str) -> bool) {
+        self.attempts.lock().expect("backoff lock").retain(|k, _| keep(k));
     }
 
     fn unit_random(&self) -> f64 {

@@ -3,6 +3,7 @@
 //! ([`crate::controller`]) does the I/O around these.
 
 pub mod backoff;
+pub mod condition;
 pub mod plan;
 pub mod routing;
 pub mod status;

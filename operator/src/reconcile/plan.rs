@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use crate::api::{GROUP, KIND, VERSION};
-use crate::chart::RenderedObject;
+use crate::chart::{Component, RenderedObject};
 use crate::kinds::Kind;
 
 /// Label naming the ModelOrchestra an object belongs to.
@@ -42,6 +42,7 @@ pub struct ApplyPlan {
 pub struct PlannedObject {
     pub kind: Kind,
     pub name: String,
+    pub component: Component,
     /// The full apply body (apiVersion, kind, metadata with labels and ownerReference).
     pub body: Value,
 }
@@ -74,7 +75,7 @@ pub fn plan(owner: &Owner, rendered: Vec<RenderedObject>) -> ApplyPlan {
             labels[OWNER_NAME_LABEL] = json!(owner.name);
             hasher.update(serde_json::to_vec(&body).expect("JSON serialises"));
             hasher.update(b"\n");
-            PlannedObject { kind: r.kind, name: r.name, body }
+            PlannedObject { kind: r.kind, name: r.name, component: r.component, body }
         })
         .collect();
     let hash = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect();
@@ -104,11 +105,6 @@ pub fn prune<'a>(owner: &Owner, plan: &ApplyPlan, existing: &'a [Existing]) -> V
         .collect()
 }
 
-/// The label selector that lists this CR's children.
-pub fn children_selector(owner: &Owner) -> String {
-    format!("{OWNER_NAME_LABEL}={},{MANAGED_BY_LABEL}={MANAGED_BY}", owner.name)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,6 +118,7 @@ mod tests {
         RenderedObject {
             kind,
             name: name.into(),
+            component: Component::Release,
             object: json!({"apiVersion": kind.api_version(), "kind": kind.kind(), "metadata": {"name": name, "labels": {}}}),
         }
     }

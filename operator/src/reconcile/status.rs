@@ -1,42 +1,60 @@
 //! The status a reconcile reports: conditions `Ready`, `Progressing`, `Degraded` with
-//! reasons, per-application readiness from the Deployments, the gateway address. Pure: the
-//! reconciler gathers the facts, this decides the status, and it is written only if it
-//! changed.
+//! typed reasons, per-application readiness from the Deployments and their pods, the
+//! gateway address. Pure: the reconciler gathers the facts, this decides the status, and it
+//! is written only if it changed.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
+use super::condition::{ConditionType, Reason};
 use crate::api::{ApplicationStatus, ModelOrchestraStatus};
-
-pub const READY: &str = "Ready";
-pub const PROGRESSING: &str = "Progressing";
-pub const DEGRADED: &str = "Degraded";
 
 /// How far the reconcile got.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
-    /// The spec cannot be rendered: nothing was applied or pruned.
+    /// Every object is applied; what the cluster says about them.
+    Applied { observed: Observed, hash: String },
+    /// The spec fails the operator's validation: nothing was applied or pruned.
     RenderFailed(String),
-    /// Rendering worked; applying or pruning failed (retried with backoff).
+    /// The API server refused an object in the dry run (`Invalid` or `Forbidden`):
+    /// nothing was written.
+    Refused { reason: Reason, message: String },
+    /// Applying or pruning failed; retried with backoff.
     ApplyFailed(String),
-    /// Every object is applied.
-    Applied,
 }
 
-/// What the cluster says about the applied objects.
+/// Why a component's pods are not running, as a pod reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodProblem {
+    /// The scheduler cannot place the pod (its message is in `message`).
+    pub unschedulable: bool,
+    pub message: String,
+}
+
+/// One component's readiness.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Health {
+    pub replicas: ApplicationStatus,
+    pub problem: Option<PodProblem>,
+}
+
+/// What the cluster says about the applied objects: the gateway and the applications
+/// apart.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Observed {
-    /// Per application (keyed by application name) and the gateway (key `gateway`).
-    pub components: BTreeMap<String, ApplicationStatus>,
+    pub gateway: Health,
+    pub applications: BTreeMap<String, Health>,
     pub gateway_address: Option<String>,
 }
 
 /// Readiness of one component from its Deployment (replicas may be owned by an autoscaler,
 /// so the live `spec.replicas` is the desired count).
 pub fn deployment_readiness(d: Option<&Deployment>) -> ApplicationStatus {
-    let Some(d) = d else { return ApplicationStatus::default() };
+    let Some(d) = d else {
+        return ApplicationStatus::default();
+    };
     let desired = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
     let status = d.status.clone().unwrap_or_default();
     let ready_replicas = status.ready_replicas.unwrap_or(0);
@@ -45,65 +63,91 @@ pub fn deployment_readiness(d: Option<&Deployment>) -> ApplicationStatus {
     ApplicationStatus { ready_replicas, desired_replicas: desired, ready: current && updated && ready_replicas >= desired }
 }
 
-/// The next status. `lastTransitionTime` moves only when a condition's status flips.
-pub fn next_status(
-    previous: &ModelOrchestraStatus,
-    generation: Option<i64>,
-    outcome: &Outcome,
-    observed: &Observed,
-    operator_version: &str,
-    applied_hash: Option<String>,
-    now: &Time,
-) -> ModelOrchestraStatus {
-    let apps: BTreeMap<String, ApplicationStatus> =
-        observed.components.iter().filter(|(k, _)| k.as_str() != "gateway").map(|(k, v)| (k.clone(), v.clone())).collect();
-    let not_ready: Vec<&str> = observed.components.iter().filter(|(_, s)| !s.ready).map(|(k, _)| k.as_str()).collect();
-    let ready_count = apps.values().filter(|a| a.ready).count();
-    let (ready, progressing, degraded) = match outcome {
-        Outcome::RenderFailed(m) => (("False", "RenderFailed", m.clone()), ("False", "RenderFailed", m.clone()), ("True", "RenderFailed", m.clone())),
-        Outcome::ApplyFailed(m) => (("False", "ApplyFailed", m.clone()), ("True", "Retrying", m.clone()), ("True", "ApplyFailed", m.clone())),
-        Outcome::Applied if not_ready.is_empty() => {
-            let m = format!("{ready_count}/{} applications and the gateway are ready", apps.len());
-            (("True", "Ready", m.clone()), ("False", "Ready", m.clone()), ("False", "AsExpected", "all objects applied".to_string()))
+/// Everything the next status depends on.
+pub struct Report<'a> {
+    pub previous: &'a ModelOrchestraStatus,
+    pub generation: Option<i64>,
+    pub outcome: &'a Outcome,
+    pub operator_version: &'a str,
+    pub now: &'a Time,
+}
+
+/// One condition's status, reason and message.
+type Verdict = (bool, Reason, String);
+
+/// `(Ready, Progressing, Degraded)` for an outcome.
+fn verdicts(outcome: &Outcome) -> [Verdict; 3] {
+    match outcome {
+        Outcome::RenderFailed(m) => {
+            [(false, Reason::RenderFailed, m.clone()), (false, Reason::RenderFailed, m.clone()), (true, Reason::RenderFailed, m.clone())]
         }
-        Outcome::Applied => {
-            let m = format!("waiting for {}", not_ready.join(", "));
-            (("False", "ApplicationsNotReady", m.clone()), ("True", "ApplicationsNotReady", m), ("False", "AsExpected", "all objects applied".to_string()))
+        Outcome::Refused { reason, message: m } => [(false, *reason, m.clone()), (false, *reason, m.clone()), (true, *reason, m.clone())],
+        Outcome::ApplyFailed(m) => [(false, Reason::ApplyFailed, m.clone()), (true, Reason::Retrying, m.clone()), (true, Reason::ApplyFailed, m.clone())],
+        Outcome::Applied { observed, .. } => {
+            let components = std::iter::once(("gateway", &observed.gateway)).chain(observed.applications.iter().map(|(k, v)| (k.as_str(), v)));
+            let waiting: Vec<(&str, &Health)> = components.filter(|(_, h)| !h.replicas.ready).collect();
+            let ready_apps = observed.applications.values().filter(|h| h.replicas.ready).count();
+            let fine = (false, Reason::AsExpected, "all objects applied".to_string());
+            if waiting.is_empty() {
+                let m = format!("{ready_apps}/{} applications and the gateway are ready", observed.applications.len());
+                return [(true, Reason::Ready, m.clone()), (false, Reason::Ready, m), fine];
+            }
+            let unschedulable: Vec<String> =
+                waiting.iter().filter_map(|(name, h)| h.problem.as_ref().filter(|p| p.unschedulable).map(|p| format!("{name}: {}", p.message))).collect();
+            if !unschedulable.is_empty() {
+                let m = format!("pods cannot be scheduled: {}", unschedulable.join("; "));
+                return [(false, Reason::Unschedulable, m.clone()), (true, Reason::Unschedulable, m.clone()), (true, Reason::Unschedulable, m)];
+            }
+            let described: Vec<String> = waiting
+                .iter()
+                .map(|(name, h)| match &h.problem {
+                    Some(p) => format!("{name} ({})", p.message),
+                    None => name.to_string(),
+                })
+                .collect();
+            let m = format!("waiting for {}", described.join(", "));
+            [(false, Reason::ApplicationsNotReady, m.clone()), (true, Reason::ApplicationsNotReady, m), fine]
         }
-    };
-    let conditions = [(READY, ready), (PROGRESSING, progressing), (DEGRADED, degraded)]
+    }
+}
+
+/// The next status. `lastTransitionTime` moves only when a condition's status flips; after
+/// a failure the last observed applications and gateway address are kept.
+pub fn next_status(r: &Report) -> ModelOrchestraStatus {
+    let conditions = ConditionType::ALL
         .into_iter()
+        .zip(verdicts(r.outcome))
         .map(|(type_, (status, reason, message))| {
-            let last = previous.conditions.iter().find(|c| c.type_ == type_);
-            let since = match last {
+            let status = if status { "True" } else { "False" };
+            let since = match condition(r.previous, type_) {
                 Some(c) if c.status == status => c.last_transition_time.clone(),
-                _ => now.clone(),
+                _ => r.now.clone(),
             };
             Condition {
-                type_: type_.into(),
+                type_: type_.as_str().into(),
                 status: status.into(),
-                reason: reason.into(),
+                reason: reason.as_str().into(),
                 message,
-                observed_generation: generation,
+                observed_generation: r.generation,
                 last_transition_time: since,
             }
         })
         .collect();
-    let keep_observed = matches!(outcome, Outcome::RenderFailed(_));
-    ModelOrchestraStatus {
-        observed_generation: generation,
-        conditions,
-        applications_ready: if keep_observed { previous.applications_ready.clone() } else { Some(format!("{ready_count}/{}", apps.len())) },
-        applications: if keep_observed { previous.applications.clone() } else { apps },
-        gateway_address: if keep_observed { previous.gateway_address.clone() } else { observed.gateway_address.clone() },
-        operator_version: Some(operator_version.into()),
-        applied_hash: applied_hash.or_else(|| previous.applied_hash.clone()),
+    let mut next =
+        ModelOrchestraStatus { observed_generation: r.generation, conditions, operator_version: Some(r.operator_version.into()), ..r.previous.clone() };
+    if let Outcome::Applied { observed, hash } = r.outcome {
+        let apps: BTreeMap<String, ApplicationStatus> = observed.applications.iter().map(|(k, h)| (k.clone(), h.replicas.clone())).collect();
+        next.applications_ready = Some(format!("{}/{}", apps.values().filter(|a| a.ready).count(), apps.len()));
+        next.applications = apps;
+        next.gateway_address = observed.gateway_address.clone();
+        next.applied_hash = Some(hash.clone());
     }
+    next
 }
 
 /// The condition of `type_`, if set.
-pub fn condition<'a>(status: &'a ModelOrchestraStatus, type_: &str) -> Option<&'a Condition> {
-    status.conditions.iter().find(|c| c.type_ == type_)
+pub fn condition(status: &ModelOrchestraStatus, type_: ConditionType) -> Option<&Condition> {
+    status.conditions.iter().find(|c| c.type_ == type_.as_str())
 }
 
 #[cfg(test)]
@@ -111,46 +155,73 @@ mod tests {
     use super::*;
     use k8s_openapi::jiff::Timestamp;
 
+    const READY: ConditionType = ConditionType::Ready;
+    const PROGRESSING: ConditionType = ConditionType::Progressing;
+    const DEGRADED: ConditionType = ConditionType::Degraded;
+
     fn at(secs: i64) -> Time {
         Time(Timestamp::from_second(secs).unwrap())
     }
 
-    fn observed(ready: bool) -> Observed {
-        let s = ApplicationStatus { ready_replicas: i32::from(ready), desired_replicas: 1, ready };
-        Observed {
-            components: BTreeMap::from([("chat".to_string(), s.clone()), ("gateway".to_string(), ApplicationStatus { ready: true, ..s })]),
-            gateway_address: Some("demo-gateway.ns.svc:80".into()),
-        }
+    fn health(ready: bool) -> Health {
+        Health { replicas: ApplicationStatus { ready_replicas: i32::from(ready), desired_replicas: 1, ready }, problem: None }
     }
 
-    fn status_of(s: &ModelOrchestraStatus, t: &str) -> (String, String) {
+    fn applied(ready: bool) -> Outcome {
+        let observed = Observed {
+            gateway: health(true),
+            applications: BTreeMap::from([("chat".to_string(), health(ready))]),
+            gateway_address: Some("demo-gateway.ns.svc:80".into()),
+        };
+        Outcome::Applied { observed, hash: "h".into() }
+    }
+
+    fn next(previous: &ModelOrchestraStatus, generation: i64, outcome: &Outcome, now: i64) -> ModelOrchestraStatus {
+        next_status(&Report { previous, generation: Some(generation), outcome, operator_version: "0.1.0", now: &at(now) })
+    }
+
+    fn status_of(s: &ModelOrchestraStatus, t: ConditionType) -> (String, String) {
         let c = condition(s, t).unwrap();
         (c.status.clone(), c.reason.clone())
     }
 
     #[test]
     fn applied_with_all_deployments_ready_is_ready_and_not_progressing() {
-        let s = next_status(&Default::default(), Some(2), &Outcome::Applied, &observed(true), "0.1.0", Some("h".into()), &at(1));
+        let s = next(&Default::default(), 2, &applied(true), 1);
         assert_eq!(status_of(&s, READY), ("True".into(), "Ready".into()));
         assert_eq!(status_of(&s, PROGRESSING).0, "False");
         assert_eq!(status_of(&s, DEGRADED).0, "False");
         assert_eq!(s.applications_ready.as_deref(), Some("1/1"));
         assert_eq!(s.observed_generation, Some(2));
+        assert_eq!(s.applied_hash.as_deref(), Some("h"));
         assert!(!s.applications.contains_key("gateway"));
     }
 
     #[test]
     fn applied_but_waiting_for_an_application_is_progressing_with_its_name() {
-        let s = next_status(&Default::default(), Some(1), &Outcome::Applied, &observed(false), "0.1.0", None, &at(1));
+        let s = next(&Default::default(), 1, &applied(false), 1);
         assert_eq!(status_of(&s, READY), ("False".into(), "ApplicationsNotReady".into()));
         assert!(condition(&s, READY).unwrap().message.contains("chat"));
         assert_eq!(status_of(&s, PROGRESSING).0, "True");
     }
 
     #[test]
+    fn an_unschedulable_application_is_degraded_with_the_schedulers_message() {
+        let mut outcome = applied(false);
+        if let Outcome::Applied { observed, .. } = &mut outcome {
+            observed.applications.get_mut("chat").unwrap().problem =
+                Some(PodProblem { unschedulable: true, message: "0/4 nodes are available: 4 Insufficient nvidia.com/gpu.".into() });
+        }
+        let s = next(&Default::default(), 1, &outcome, 1);
+        assert_eq!(status_of(&s, READY), ("False".into(), "Unschedulable".into()));
+        assert_eq!(status_of(&s, DEGRADED), ("True".into(), "Unschedulable".into()));
+        assert_eq!(condition(&s, READY).unwrap().message, "pods cannot be scheduled: chat: 0/4 nodes are available: 4 Insufficient nvidia.com/gpu.");
+    }
+
+    #[test]
     fn a_render_failure_is_degraded_and_keeps_the_last_observed_applications() {
-        let before = next_status(&Default::default(), Some(1), &Outcome::Applied, &observed(true), "0.1.0", Some("h".into()), &at(1));
-        let s = next_status(&before, Some(2), &Outcome::RenderFailed("spec.x: bad".into()), &Observed::default(), "0.1.0", None, &at(2));
+        let before = next(&Default::default(), 1, &applied(true), 1);
+        let s = next(&before, 2, &Outcome::RenderFailed("spec.x: bad".into()), 2);
         assert_eq!(status_of(&s, READY), ("False".into(), "RenderFailed".into()));
         assert_eq!(status_of(&s, DEGRADED), ("True".into(), "RenderFailed".into()));
         assert_eq!(s.applications, before.applications);
@@ -158,12 +229,29 @@ mod tests {
     }
 
     #[test]
+    fn an_object_the_server_refuses_is_degraded_with_its_reason_and_nothing_progresses() {
+        let before = next(&Default::default(), 1, &applied(true), 1);
+        let s = next(&before, 2, &Outcome::Refused { reason: Reason::Invalid, message: "Service s: denied".into() }, 2);
+        assert_eq!(status_of(&s, READY), ("False".into(), "Invalid".into()));
+        assert_eq!(status_of(&s, PROGRESSING), ("False".into(), "Invalid".into()));
+        assert_eq!(status_of(&s, DEGRADED), ("True".into(), "Invalid".into()));
+        assert_eq!(s.gateway_address, before.gateway_address);
+    }
+
+    #[test]
+    fn an_apply_failure_is_retried_and_degraded() {
+        let s = next(&Default::default(), 1, &Outcome::ApplyFailed("applying ConfigMap c: timeout".into()), 1);
+        assert_eq!(status_of(&s, PROGRESSING), ("True".into(), "Retrying".into()));
+        assert_eq!(status_of(&s, DEGRADED), ("True".into(), "ApplyFailed".into()));
+    }
+
+    #[test]
     fn last_transition_time_changes_only_when_the_condition_flips() {
-        let first = next_status(&Default::default(), Some(1), &Outcome::Applied, &observed(false), "0.1.0", None, &at(10));
-        let same = next_status(&first, Some(1), &Outcome::Applied, &observed(false), "0.1.0", None, &at(20));
+        let first = next(&Default::default(), 1, &applied(false), 10);
+        let same = next(&first, 1, &applied(false), 20);
         assert_eq!(condition(&same, READY).unwrap().last_transition_time, at(10));
         assert_eq!(same, first, "nothing changed, so the status is identical and not written");
-        let flipped = next_status(&same, Some(1), &Outcome::Applied, &observed(true), "0.1.0", None, &at(30));
+        let flipped = next(&same, 1, &applied(true), 30);
         assert_eq!(condition(&flipped, READY).unwrap().last_transition_time, at(30));
         assert_eq!(condition(&flipped, DEGRADED).unwrap().last_transition_time, at(10), "Degraded stayed False");
     }

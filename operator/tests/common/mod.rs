@@ -40,11 +40,7 @@ pub fn cr(spec: &str) -> String {
 }
 
 pub fn find<'a>(objects: &'a [RenderedObject], kind: Kind, name: &str) -> &'a Value {
-    &objects
-        .iter()
-        .find(|o| o.kind == kind && o.name == name)
-        .unwrap_or_else(|| panic!("no {kind:?} {name}; rendered: {:?}", names(objects)))
-        .object
+    &objects.iter().find(|o| o.kind == kind && o.name == name).unwrap_or_else(|| panic!("no {kind:?} {name}; rendered: {:?}", names(objects))).object
 }
 
 pub fn has(objects: &[RenderedObject], kind: Kind, name: &str) -> bool {

@@ -1,37 +1,52 @@
-//! End-to-end harness: a cluster (the loopback kube-testserver, or a real cluster when
-//! `E2E_REAL_CLUSTER=1` and `KUBECONFIG` are set), a namespace per test, and the real
-//! operator binary started as a process against it.
+//! End-to-end harness: a real Kubernetes control plane ([`local_cluster`]: etcd,
+//! kube-apiserver, controller manager, scheduler, kwok GPU nodes; one per test binary), a
+//! namespace per test, and the real operator binary started as a process under **its own
+//! identity** — a token of the ServiceAccount bound to the ClusterRole that `config/deploy`
+//! installs — so the API server enforces the operator's RBAC.
+//!
+//! With `E2E_REAL_CLUSTER=1` and `KUBECONFIG` set, the tests run against that cluster
+//! instead (kind in CI); tests that need the audit log or a fault proxy then say so and
+//! return.
 
 #![allow(dead_code)]
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::future::Future;
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Api, Client, Config, ResourceExt};
-use kube_testserver::{RequestRecord, TestServer};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client, ResourceExt};
+use local_cluster::audit::AuditEvent;
+use local_cluster::proxy::FaultProxy;
 use model_orchestra::chart::Chart;
 use model_orchestra::controller::children::api_resource;
 use model_orchestra::controller::reconciler::mo_resource;
 use model_orchestra::kinds::Kind;
+use model_orchestra::manifests::deploy::DeployOptions;
 use serde_json::{json, Value};
 
-pub const FIELD_MANAGER: &str = "model-orchestra-operator";
-const TIMEOUT: Duration = Duration::from_secs(30);
+pub use local_cluster::proxy::Faults;
 
+pub const FIELD_MANAGER: &str = "model-orchestra-operator";
+/// Where the operator's ServiceAccounts live (as `make deploy` installs them).
+pub const OPERATOR_NAMESPACE: &str = "model-orchestra-system";
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// One test's view of the cluster: its own namespace.
 pub struct Cluster {
-    pub server: Option<TestServer>,
+    /// The local control plane (None on an external cluster).
+    pub local: Option<&'static local_cluster::Cluster>,
+    /// The admin's kubeconfig.
     pub kubeconfig: PathBuf,
     pub client: Client,
     pub namespace: String,
-    _dir: Option<TempDir>,
+    pub dir: TempDir,
 }
 
 /// A directory removed on drop.
@@ -52,40 +67,35 @@ impl Drop for TempDir {
     }
 }
 
-pub fn real_cluster() -> bool {
+pub fn external_cluster() -> bool {
     std::env::var("E2E_REAL_CLUSTER").is_ok_and(|v| v == "1") && std::env::var_os("KUBECONFIG").is_some()
 }
 
 impl Cluster {
-    /// A fresh cluster (loopback) or a fresh namespace (real cluster), with the CRD installed.
+    /// The test's namespace (fresh) on the cluster, with the CRD installed.
     pub async fn start(test: &str) -> Cluster {
+        Cluster::start_with_labels(test, json!({})).await
+    }
+
+    /// Like [`Cluster::start`], the namespace carrying `labels` (e.g. Pod Security levels).
+    pub async fn start_with_labels(test: &str, labels: Value) -> Cluster {
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let (server, kubeconfig, dir, namespace) = if real_cluster() {
-            let ns = format!("mo-e2e-{}-{}", test.replace('_', "-").chars().take(40).collect::<String>(), std::process::id());
-            (None, PathBuf::from(std::env::var_os("KUBECONFIG").expect("checked")), None, ns)
+        let slug: String = test.replace('_', "-").chars().take(40).collect();
+        let (local, kubeconfig, namespace) = if external_cluster() {
+            (None, PathBuf::from(std::env::var_os("KUBECONFIG").expect("checked")), format!("mo-e2e-{slug}-{}", std::process::id()))
         } else {
-            if std::env::var_os("KUBECONFIG").is_some() {
-                eprintln!("e2e: using the loopback kube-testserver; set E2E_REAL_CLUSTER=1 to run against $KUBECONFIG");
-            }
-            let server = TestServer::start().expect("start kube-testserver");
-            let dir = TempDir::new(test);
-            let path = dir.0.join("kubeconfig");
-            server.write_kubeconfig(&path, "default").expect("write kubeconfig");
-            (Some(server), path, Some(dir), "e2e".to_string())
+            let local = local_cluster::Cluster::shared();
+            (Some(local), local.kubeconfig.clone(), format!("e2e-{slug}"))
         };
-        let kc = Kubeconfig::read_from(&kubeconfig).expect("read kubeconfig");
-        let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await.expect("kubeconfig");
-        let client = Client::try_from(config).expect("client");
-        let cluster = Cluster { server, kubeconfig, client, namespace, _dir: dir };
-        cluster.apply_value(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": cluster.namespace}}), "namespaces", "", "v1").await;
-        let crd: Value = serde_json::to_value(model_orchestra::crd::crd()).expect("CRD");
-        cluster.apply_value(&crd, "customresourcedefinitions", "apiextensions.k8s.io", "v1").await;
-        let mo = cluster.mo_api();
-        eventually("the CRD is served", || async { mo.list(&Default::default()).await.ok() }).await;
+        let client = local_cluster::client_for(&kubeconfig).await.expect("admin client");
+        let cluster = Cluster { local, kubeconfig, client, namespace, dir: TempDir::new(test) };
+        let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": cluster.namespace, "labels": labels}});
+        cluster.apply_value(&ns, "namespaces", "", "v1").await;
+        install_crd(&cluster.client).await;
         cluster
     }
 
-    async fn apply_value(&self, obj: &Value, plural: &str, group: &str, version: &str) {
+    pub async fn apply_value(&self, obj: &Value, plural: &str, group: &str, version: &str) -> DynamicObject {
         let ar = kube::api::ApiResource {
             group: group.into(),
             version: version.into(),
@@ -93,8 +103,12 @@ impl Cluster {
             kind: obj["kind"].as_str().unwrap().into(),
             plural: plural.into(),
         };
-        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &ar);
-        api.patch(obj["metadata"]["name"].as_str().unwrap(), &PatchParams::apply("e2e").force(), &Patch::Apply(obj)).await.expect("apply");
+        let name = obj["metadata"]["name"].as_str().unwrap();
+        let api: Api<DynamicObject> = match obj["metadata"]["namespace"].as_str() {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &ar),
+            None => Api::all_with(self.client.clone(), &ar),
+        };
+        api.patch(name, &PatchParams::apply("e2e").force(), &Patch::Apply(obj)).await.unwrap_or_else(|e| panic!("apply {plural} {name}: {e}"))
     }
 
     pub fn mo_api(&self) -> Api<DynamicObject> {
@@ -105,12 +119,20 @@ impl Cluster {
         Api::namespaced_with(self.client.clone(), &self.namespace, &api_resource(kind))
     }
 
+    pub fn pods(&self) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
     /// Applies a ModelOrchestra manifest (YAML) into the test namespace, as a user would.
     pub async fn apply_cr(&self, yaml: &str) -> DynamicObject {
+        self.try_apply_cr(yaml).await.expect("apply CR")
+    }
+
+    pub async fn try_apply_cr(&self, yaml: &str) -> Result<DynamicObject, kube::Error> {
         let mut v: Value = serde_yaml::from_str(yaml).expect("CR YAML");
         v["metadata"]["namespace"] = json!(self.namespace);
         let name = v["metadata"]["name"].as_str().unwrap().to_string();
-        self.mo_api().patch(&name, &PatchParams::apply("e2e-user").force(), &Patch::Apply(&v)).await.expect("apply CR")
+        self.mo_api().patch(&name, &PatchParams::apply("e2e-user").force(), &Patch::Apply(&v)).await
     }
 
     pub async fn cr(&self, name: &str) -> DynamicObject {
@@ -128,8 +150,10 @@ impl Cluster {
     pub async fn children(&self, owner: &str) -> Vec<(Kind, DynamicObject)> {
         let selector = format!("models.titanml.co/modelorchestra={owner}");
         let mut out = vec![];
-        for kind in Kind::ALL.into_iter().filter(|k| !k.is_optional()) {
-            let list = self.api(kind).list(&kube::api::ListParams::default().labels(&selector)).await.expect("list");
+        for kind in Kind::ALL {
+            let Ok(list) = self.api(kind).list(&ListParams::default().labels(&selector)).await else {
+                continue;
+            };
             out.extend(list.items.into_iter().map(|o| (kind, o)));
         }
         out
@@ -152,46 +176,75 @@ impl Cluster {
     pub async fn wait_reason(&self, name: &str, reason: &str) -> DynamicObject {
         eventually(&format!("{name} has Ready reason {reason}"), || async {
             let cr = self.mo_api().get(name).await.ok()?;
-            let generation = cr.metadata.generation;
-            let status = cr.data.get("status")?;
-            let ready = status["conditions"].as_array()?.iter().find(|c| c["type"] == "Ready")?;
-            (ready["reason"] == reason && status["observedGeneration"].as_i64() == generation).then_some(cr)
+            (ready_condition(&cr)?["reason"] == reason && cr.data["status"]["observedGeneration"].as_i64() == cr.metadata.generation).then_some(cr)
         })
         .await
-    }
-
-    /// Plays kubelet and the deployment controller: every child Deployment reports all
-    /// replicas ready for its current generation.
-    pub async fn make_deployments_ready(&self, owner: &str) {
-        for (kind, d) in self.children(owner).await {
-            if kind != Kind::Deployment {
-                continue;
-            }
-            let replicas = d.data["spec"]["replicas"].as_i64().unwrap_or(1);
-            let status = json!({"status": {"observedGeneration": d.metadata.generation, "replicas": replicas, "readyReplicas": replicas, "updatedReplicas": replicas, "availableReplicas": replicas}});
-            self.api(Kind::Deployment).patch_status(&d.name_any(), &PatchParams::default(), &Patch::Merge(&status)).await.expect("patch status");
-        }
     }
 
     pub async fn delete(&self, kind: Kind, name: &str) {
         self.api(kind).delete(name, &DeleteParams::default()).await.expect("delete");
     }
 
-    /// Requests the loopback server logged (None on a real cluster).
-    pub fn requests(&self) -> Option<Vec<RequestRecord>> {
-        self.server.as_ref().map(TestServer::requests)
-    }
-
     pub async fn create_json(&self, kind: Kind, obj: &Value) {
         let o: DynamicObject = serde_json::from_value(obj.clone()).unwrap();
         self.api(kind).create(&PostParams::default(), &o).await.expect("create");
+    }
+
+    /// The API server's audit log (None on an external cluster).
+    pub fn audit(&self) -> Option<local_cluster::audit::AuditLog> {
+        self.local.map(local_cluster::Cluster::audit)
+    }
+
+    /// A mark in the audit log (0 on an external cluster).
+    pub fn audit_mark(&self) -> u64 {
+        self.audit().map_or(0, |a| a.mark())
+    }
+
+    /// Writes by the operator instance `identity` to objects in this test's namespace since
+    /// `mark` (leases and events excluded), from the audit log.
+    pub fn writes_by(&self, identity: &str, mark: u64) -> Option<Vec<AuditEvent>> {
+        let events = self.audit()?.since(mark);
+        Some(events.into_iter().filter(|e| is_operator_write(e, identity) && e.namespace() == self.namespace).collect())
+    }
+
+    /// A kubeconfig for the operator line `routing`: a token of its ServiceAccount (the
+    /// RBAC `config/deploy` installs), at `server` when given (a fault proxy).
+    pub async fn operator_kubeconfig(&self, routing: &str, server: Option<&str>) -> PathBuf {
+        install_operator_rbac(&self.client, routing).await;
+        let name = deploy_options(routing).name();
+        let token = local_cluster::kubeconfig::service_account_token(&self.client, OPERATOR_NAMESPACE, &name).await.expect("token");
+        static SEQ: AtomicU32 = AtomicU32::new(0);
+        let path = self.dir.0.join(format!("operator-{routing}-{}.kubeconfig", SEQ.fetch_add(1, Ordering::Relaxed)));
+        local_cluster::kubeconfig::with_token(&self.kubeconfig, &token, server, &self.namespace, &path).expect("operator kubeconfig");
+        path
+    }
+
+    /// A fault proxy in front of the API server (None on an external cluster).
+    pub fn fault_proxy(&self) -> Option<FaultProxy> {
+        let local = self.local?;
+        Some(FaultProxy::start(&local.server, &local.ca_pem).expect("fault proxy"))
+    }
+
+    /// The pods of one component (`gateway` or `application-<app>`) of the CR `release`.
+    pub async fn component_pods(&self, release: &str, component: &str) -> Vec<Pod> {
+        let selector = format!("app.kubernetes.io/instance={release},app.kubernetes.io/component={component}");
+        self.pods().list(&ListParams::default().labels(&selector)).await.map(|l| l.items).unwrap_or_default()
+    }
+
+    /// Runs the cluster's kubectl (the pinned version, or the one on PATH for an external
+    /// cluster) as the admin, in the test's namespace; returns stdout, or panics with stderr.
+    pub fn kubectl(&self, args: &[&str]) -> String {
+        let program = self.local.map_or_else(|| PathBuf::from("kubectl"), |_| local_cluster::tools::bin_dir().join("kubectl"));
+        let out = Command::new(program).args(args).args(["-n", &self.namespace]).env("KUBECONFIG", &self.kubeconfig).output().expect("run kubectl");
+        assert!(out.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
     }
 }
 
 impl Drop for Cluster {
     fn drop(&mut self) {
-        if self.server.is_none() {
-            // A real cluster: remove the test's namespace (and with it its CRs and children).
+        if self.local.is_none() {
+            // An external cluster: remove the test's namespace (and with it its CRs and children).
             let _ = Command::new("kubectl")
                 .args(["delete", "namespace", &self.namespace, "--wait=false", "--ignore-not-found"])
                 .env("KUBECONFIG", &self.kubeconfig)
@@ -200,19 +253,105 @@ impl Drop for Cluster {
     }
 }
 
-/// Writes (not lease renewals or events) sent by the operator instance `identity` to
-/// objects in the namespace, from `since` on in the request log.
-pub fn writes_by(requests: &[RequestRecord], identity: &str, since: usize) -> Vec<RequestRecord> {
-    requests[since.min(requests.len())..]
-        .iter()
-        .filter(|r| r.is_write() && r.user_agent.contains(&format!("; {identity})")))
-        .filter(|r| !r.path.contains("/leases") && !r.path.contains("/events"))
-        .cloned()
-        .collect()
+/// The CR's Ready condition.
+pub fn ready_condition(cr: &DynamicObject) -> Option<&Value> {
+    cr.data.get("status")?["conditions"].as_array()?.iter().find(|c| c["type"] == "Ready")
+}
+
+/// A write by the operator instance `identity` (its user agent names it), leases and events
+/// excluded.
+pub fn is_operator_write(e: &AuditEvent, identity: &str) -> bool {
+    e.is_write()
+        && e.user_agent.starts_with("model-orchestra-operator/")
+        && e.user_agent.contains(&format!("; {identity})"))
+        && !matches!(e.resource(), "leases" | "events")
+}
+
+/// The CRD, installed once per test binary (server-side apply; waits until it is served).
+async fn install_crd(client: &Client) {
+    static DONE: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+    // The OnceCell is shared by tests on different runtimes: keep only the fact, no client.
+    if DONE.initialized() {
+        return;
+    }
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &crd_resource());
+    // The optional kinds' real CRDs (KEDA, Prometheus Operator), taken from their pinned
+    // Go modules by scripts/build-go-tools.sh, so what the operator renders for them is
+    // validated by their real schemas.
+    let mut crds = vec![serde_json::to_value(model_orchestra::crd::crd()).expect("CRD")];
+    for file in ["keda.sh_scaledobjects.yaml", "monitoring.coreos.com_servicemonitors.yaml"] {
+        let path = local_cluster::tools::share_dir().join("crds").join(file);
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e} (run scripts/build-go-tools.sh)", path.display()));
+        crds.push(serde_yaml::from_str(&text).expect("CRD YAML"));
+    }
+    for crd in &crds {
+        let name = crd["metadata"]["name"].as_str().unwrap();
+        api.patch(name, &PatchParams::apply("e2e").force(), &Patch::Apply(crd)).await.unwrap_or_else(|e| panic!("apply the CRD {name}: {e}"));
+    }
+    for crd in &crds {
+        let name = crd["metadata"]["name"].as_str().unwrap().to_string();
+        eventually(&format!("the CRD {name} is established"), || async {
+            let c = api.get(&name).await.ok()?;
+            c.data["status"]["conditions"].as_array()?.iter().any(|c| c["type"] == "Established" && c["status"] == "True").then_some(())
+        })
+        .await;
+    }
+    let mo: Api<DynamicObject> = Api::all_with(client.clone(), &mo_resource());
+    eventually("the CRD is served", || async { mo.list(&Default::default()).await.ok() }).await;
+    let _ = DONE.set(());
+}
+
+pub fn crd_resource() -> kube::api::ApiResource {
+    kube::api::ApiResource {
+        group: "apiextensions.k8s.io".into(),
+        version: "v1".into(),
+        api_version: "apiextensions.k8s.io/v1".into(),
+        kind: "CustomResourceDefinition".into(),
+        plural: "customresourcedefinitions".into(),
+    }
+}
+
+pub fn deploy_options(routing: &str) -> DeployOptions {
+    DeployOptions { namespace: OPERATOR_NAMESPACE.into(), image: "unused".into(), routing: routing.into(), claim_unlabeled: false }
+}
+
+/// The Namespace, ServiceAccount, ClusterRole and ClusterRoleBinding of `config/deploy`
+/// for the line `routing` (not its Deployment: the tests run the binary themselves).
+async fn install_operator_rbac(client: &Client, routing: &str) {
+    static DONE: Mutex<Option<HashSet<String>>> = Mutex::new(None);
+    if DONE.lock().unwrap().get_or_insert_with(HashSet::new).contains(routing) {
+        return;
+    }
+    let discovery = kube::discovery::Discovery::new(client.clone()).run().await.expect("discovery");
+    for object in model_orchestra::manifests::deploy::all(&deploy_options(routing)) {
+        if object["kind"] == "Deployment" {
+            continue;
+        }
+        let gvk = kube::api::GroupVersionKind::try_from(&kube::api::TypeMeta {
+            api_version: object["apiVersion"].as_str().unwrap().into(),
+            kind: object["kind"].as_str().unwrap().into(),
+        })
+        .unwrap();
+        let (ar, caps) = discovery.resolve_gvk(&gvk).expect("a served kind");
+        let api: Api<DynamicObject> = match caps.scope {
+            kube::discovery::Scope::Namespaced => Api::namespaced_with(client.clone(), object["metadata"]["namespace"].as_str().unwrap(), &ar),
+            kube::discovery::Scope::Cluster => Api::all_with(client.clone(), &ar),
+        };
+        api.patch(object["metadata"]["name"].as_str().unwrap(), &PatchParams::apply("e2e").force(), &Patch::Apply(&object)).await.expect("apply operator RBAC");
+    }
+    DONE.lock().unwrap().get_or_insert_with(HashSet::new).insert(routing.to_string());
 }
 
 /// Polls `f` until it returns `Some`, or panics after the timeout naming `what`.
-pub async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
+pub async fn eventually<T, F, Fut>(what: &str, f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    eventually_within(TIMEOUT, what, f).await
+}
+
+pub async fn eventually_within<T, F, Fut>(timeout: Duration, what: &str, mut f: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
@@ -222,8 +361,8 @@ where
         if let Some(v) = f().await {
             return v;
         }
-        if start.elapsed() > TIMEOUT {
-            panic!("timed out after {TIMEOUT:?} waiting until {what}");
+        if start.elapsed() > timeout {
+            panic!("timed out after {timeout:?} waiting until {what}");
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -241,27 +380,36 @@ pub struct OperatorOptions<'a> {
     pub claim_unlabeled: bool,
     pub resync_seconds: u64,
     pub identity: &'a str,
+    /// The kubeconfig it runs with; default: its own ServiceAccount's token.
+    pub kubeconfig: Option<&'a Path>,
+    /// How long its Lease lasts without renewal (short, so leader tests are quick).
+    pub lease_seconds: u64,
 }
 
 impl Default for OperatorOptions<'_> {
     fn default() -> Self {
-        OperatorOptions { routing: "v0", claim_unlabeled: true, resync_seconds: 300, identity: "op-a" }
+        OperatorOptions { routing: "v0", claim_unlabeled: true, resync_seconds: 300, identity: "op-a", kubeconfig: None, lease_seconds: 4 }
     }
 }
 
 impl Operator {
-    pub fn start(cluster: &Cluster, o: OperatorOptions) -> Operator {
+    /// Starts the operator for the test's namespace, under its own ServiceAccount.
+    pub async fn start(cluster: &Cluster, o: OperatorOptions<'_>) -> Operator {
+        let kubeconfig = match o.kubeconfig {
+            Some(k) => k.to_path_buf(),
+            None => cluster.operator_kubeconfig(o.routing, None).await,
+        };
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_model-orchestra-operator"));
         cmd.arg("run")
             .args(["--routing", o.routing])
             .args(["--identity", o.identity])
             .args(["--watch-namespace", &cluster.namespace])
             .args(["--lease-namespace", &cluster.namespace])
-            .args(["--lease-duration-seconds", "4", "--lease-renew-seconds", "1"])
+            .args(["--lease-duration-seconds", &o.lease_seconds.to_string(), "--lease-renew-seconds", "1"])
             .args(["--resync-seconds", &o.resync_seconds.to_string()])
             .args(["--metrics-addr", "127.0.0.1:0", "--log-format", "json"])
-            .env("KUBECONFIG", &cluster.kubeconfig)
-            .env("RUST_LOG", "info")
+            .env("KUBECONFIG", &kubeconfig)
+            .env("RUST_LOG", std::env::var("E2E_OPERATOR_LOG").unwrap_or_else(|_| "info".into()))
             .env_remove("MODEL_ORCHESTRA_ROUTING")
             .env_remove("MODEL_ORCHESTRA_CLAIM_UNLABELED")
             .stdout(Stdio::null())
@@ -283,6 +431,10 @@ impl Operator {
             }
         });
         Operator { child, identity: o.identity.to_string(), logs }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Log lines (JSON) whose message is `message`.
@@ -346,4 +498,24 @@ pub fn cr_with_apps(name: &str, apps: &[&str], routing: Option<&str>) -> String 
         s.push_str(&format!("    {app}:\n      readerConfig:\n        modelName: org/{app}-model\n        device: cpu\n"));
     }
     s
+}
+
+/// A tiny HTTP/1.0 GET (the operations endpoint is plain text on loopback).
+pub async fn http_get(addr: &str, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes()).await.unwrap();
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).await.unwrap();
+    let code = buf.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = buf.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    (code, body)
+}
+
+pub async fn fetch_metrics(addr: &str) -> String {
+    http_get(addr, "/metrics").await.1
+}
+
+pub fn metric(text: &str, series: &str) -> f64 {
+    text.lines().find_map(|l| l.strip_prefix(series).and_then(|v| v.trim().parse().ok())).unwrap_or(0.0)
 }

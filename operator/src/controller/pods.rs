@@ -1,0 +1,150 @@
+//! The pods of the operator's Deployments, watched read-only so that a CR says *why* its
+//! pods are not running — the scheduler's own message ("0/4 nodes are available: …") or a
+//! container that cannot start — within seconds, not after the Deployment's 10-minute
+//! progress deadline. Only what that needs is cached.
+
+use futures::stream::BoxStream;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Api, Client};
+
+use crate::chart::{Component, MANAGED_BY, MANAGED_BY_LABEL};
+use crate::reconcile::status::PodProblem;
+
+pub const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
+pub const COMPONENT_LABEL: &str = "app.kubernetes.io/component";
+
+/// Container waiting reasons that mean the pod will not start by itself.
+const STUCK_REASONS: [&str; 6] =
+    ["ImagePullBackOff", "ErrImagePull", "CrashLoopBackOff", "CreateContainerConfigError", "CreateContainerError", "InvalidImageName"];
+
+pub type PodStream = BoxStream<'static, Result<Pod, watcher::Error>>;
+
+/// The cache of our pods.
+#[derive(Clone)]
+pub struct Pods {
+    store: Store<Pod>,
+}
+
+/// Watches the pods the chart's Deployments create (in `namespace`, or everywhere): the
+/// cache, and the stream that feeds it (polled by the controller, which maps each pod to
+/// its CR).
+pub fn watch(client: &Client, namespace: Option<&str>) -> (Pods, PodStream) {
+    let api: Api<Pod> = match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let (store, writer) = reflector::store();
+    let config = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY},{INSTANCE_LABEL},{COMPONENT_LABEL}"));
+    let stream = watcher(api, config).default_backoff().modify(slim).reflect(writer).touched_objects().boxed();
+    (Pods { store }, stream)
+}
+
+/// Keeps the identity labels, the scheduling condition and the containers' waiting states.
+fn slim(pod: &mut Pod) {
+    let meta = &mut pod.metadata;
+    meta.managed_fields = None;
+    meta.annotations = None;
+    meta.owner_references = None;
+    if let Some(labels) = meta.labels.as_mut() {
+        labels.retain(|k, _| k == INSTANCE_LABEL || k == COMPONENT_LABEL);
+    }
+    pod.spec = None;
+    if let Some(status) = pod.status.take() {
+        let scheduled = status.conditions.into_iter().flatten().filter(|c| c.type_ == "PodScheduled").map(|c| PodCondition {
+            last_probe_time: None,
+            last_transition_time: None,
+            ..c
+        });
+        let mut containers = status.container_statuses.unwrap_or_default();
+        for c in &mut containers {
+            c.last_state = None;
+            c.image_id = String::new();
+            c.container_id = None;
+            c.volume_mounts = None;
+            c.resources = None;
+            c.allocated_resources = None;
+        }
+        pod.status = Some(PodStatus { conditions: Some(scheduled.collect()), container_statuses: Some(containers), phase: status.phase, ..Default::default() });
+    }
+}
+
+impl Pods {
+    pub async fn wait_until_ready(&self) {
+        let _ = self.store.wait_until_ready().await;
+    }
+
+    /// Why the pods of `component` of the release `release` in `namespace` are not running,
+    /// if one of them says: the newest such pod's problem (during a rollout, the new
+    /// template's pods matter, not the old ones on their way out).
+    pub fn problem(&self, namespace: &str, release: &str, component: &Component) -> Option<PodProblem> {
+        let label = component.label_value()?;
+        self.store
+            .state()
+            .into_iter()
+            .filter(|p| {
+                let labels = p.metadata.labels.as_ref();
+                p.metadata.namespace.as_deref() == Some(namespace)
+                    && labels.and_then(|l| l.get(INSTANCE_LABEL)).map(String::as_str) == Some(release)
+                    && labels.and_then(|l| l.get(COMPONENT_LABEL)) == Some(&label)
+            })
+            .filter_map(|p| Some((p.metadata.creation_timestamp.clone(), pod_problem(&p)?)))
+            .max_by(|a, b| a.0.cmp(&b.0))
+            .map(|(_, problem)| problem)
+    }
+
+    /// The release (CR name) and namespace a cached pod belongs to.
+    pub fn owner(pod: &Pod) -> Option<(String, String)> {
+        let release = pod.metadata.labels.as_ref()?.get(INSTANCE_LABEL)?.clone();
+        Some((release, pod.metadata.namespace.clone()?))
+    }
+}
+
+/// What a single pod reports: unschedulable (the scheduler's message), or a container
+/// stuck waiting.
+pub fn pod_problem(pod: &Pod) -> Option<PodProblem> {
+    let status = pod.status.as_ref()?;
+    if let Some(c) =
+        status.conditions.iter().flatten().find(|c| c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable"))
+    {
+        return Some(PodProblem { unschedulable: true, message: c.message.clone().unwrap_or_else(|| "no node fits the pod".into()) });
+    }
+    status.container_statuses.iter().flatten().find_map(|c| {
+        let waiting = c.state.as_ref()?.waiting.as_ref()?;
+        let reason = waiting.reason.as_deref().filter(|r| STUCK_REASONS.contains(r))?;
+        let message = waiting.message.as_deref().map(|m| format!("{reason}: {m}")).unwrap_or_else(|| reason.to_string());
+        Some(PodProblem { unschedulable: false, message: format!("container {}: {message}", c.name) })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(status: serde_json::Value) -> Pod {
+        serde_json::from_value(json!({"metadata": {"name": "p", "namespace": "ns"}, "status": status})).unwrap()
+    }
+
+    #[test]
+    fn an_unschedulable_pod_carries_the_schedulers_message() {
+        let p = pod(
+            json!({"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."}]}),
+        );
+        assert_eq!(pod_problem(&p), Some(PodProblem { unschedulable: true, message: "0/4 nodes are available: 4 Insufficient nvidia.com/gpu.".into() }));
+    }
+
+    #[test]
+    fn a_container_stuck_pulling_its_image_is_a_problem_but_a_starting_one_is_not() {
+        let stuck = pod(
+            json!({"containerStatuses": [{"name": "reader", "image": "i", "imageID": "", "ready": false, "restartCount": 0, "state": {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image \"i\""}}}]}),
+        );
+        assert_eq!(pod_problem(&stuck).unwrap().message, "container reader: ImagePullBackOff: Back-off pulling image \"i\"");
+        let starting = pod(
+            json!({"containerStatuses": [{"name": "reader", "image": "i", "imageID": "", "ready": false, "restartCount": 0, "state": {"waiting": {"reason": "ContainerCreating"}}}]}),
+        );
+        assert_eq!(pod_problem(&starting), None);
+    }
+}

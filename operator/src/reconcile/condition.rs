@@ -1,0 +1,82 @@
+//! The condition types and reasons a ModelOrchestra reports, in one place: their strings
+//! appear in the status, in Events and in metric labels, and nowhere else.
+
+use std::fmt;
+
+/// The condition types on `status.conditions`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ConditionType {
+    /// Every object is applied and every component's pods are ready.
+    Ready,
+    /// The operator is still working towards Ready (applying, or waiting for pods).
+    Progressing,
+    /// Something needs attention: the spec, the cluster or the pods.
+    Degraded,
+}
+
+impl ConditionType {
+    pub const ALL: [ConditionType; 3] = [ConditionType::Ready, ConditionType::Progressing, ConditionType::Degraded];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConditionType::Ready => "Ready",
+            ConditionType::Progressing => "Progressing",
+            ConditionType::Degraded => "Degraded",
+        }
+    }
+}
+
+/// Why a condition has its status (also the Event reason and the error metric label).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Reason {
+    /// Everything applied and ready.
+    Ready,
+    /// `Degraded=False`: nothing is wrong.
+    AsExpected,
+    /// Applied; some component's pods are not ready yet.
+    ApplicationsNotReady,
+    /// Applied; a component's pods cannot be placed on any node (the scheduler's message).
+    Unschedulable,
+    /// The spec fails the operator's own validation: nothing applied or pruned.
+    RenderFailed,
+    /// The API server refused an object in a dry run (schema, admission policy): nothing
+    /// written.
+    Invalid,
+    /// The API server forbade an object in a dry run (RBAC, admission): nothing written.
+    Forbidden,
+    /// Applying or pruning failed for a reason that retrying may fix.
+    ApplyFailed,
+    /// `Progressing=True` while an apply failure is retried.
+    Retrying,
+    /// Writing the status itself failed.
+    StatusFailed,
+}
+
+impl Reason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Ready => "Ready",
+            Reason::AsExpected => "AsExpected",
+            Reason::ApplicationsNotReady => "ApplicationsNotReady",
+            Reason::Unschedulable => "Unschedulable",
+            Reason::RenderFailed => "RenderFailed",
+            Reason::Invalid => "Invalid",
+            Reason::Forbidden => "Forbidden",
+            Reason::ApplyFailed => "ApplyFailed",
+            Reason::Retrying => "Retrying",
+            Reason::StatusFailed => "StatusFailed",
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Display for ConditionType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

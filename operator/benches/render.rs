@@ -7,6 +7,10 @@
 //!
 //! The whole `render` process is measured with hyperfine, see the README.
 
+// The allocator of the operator binary, so the figures are the binary's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use criterion::{criterion_group, criterion_main, Criterion};
 use model_orchestra::chart::{to_yaml_stream, Chart};
 use model_orchestra::input::parse_model_orchestra;

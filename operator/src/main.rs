@@ -61,6 +61,9 @@ enum Command {
 
 mod run;
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     // Both kube and (in bundle-tool) oci-client use rustls; with more than one crypto
     // provider compiled in, rustls needs to be told which one to use.

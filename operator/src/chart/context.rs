@@ -1,21 +1,25 @@
-//! The template context: Helm's `Release`, `Chart` and `Values`, plus what Helm charts
-//! compute in `_helpers.tpl` — names, labels, the merged application values, env
-//! precedence, GPU defaults, each pod's `config.yaml` and its checksum. Computing these in
-//! Rust keeps the templates about structure only, and every value they print is data that
-//! the `json` helper serialises.
+//! The template context, built from the resolved values: Helm's `Release` and `Chart`, plus
+//! what Helm charts compute in `_helpers.tpl` — names, labels, env precedence, GPU rules,
+//! each pod's `config.yaml` and its checksum. Computing these in Rust keeps the templates
+//! about structure only, and every value they print is data that the `json` helper
+//! serialises. The context is typed until it is handed to Handlebars.
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{EnvVar, ResourceRequirements, Toleration};
+use k8s_openapi::api::core::v1::{
+    Affinity, ContainerPort, EnvVar, LocalObjectReference, PodSecurityContext, Probe, ResourceRequirements, SecurityContext, ServicePort, Toleration, Volume,
+    VolumeMount,
+};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde::Serialize;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::names::{self, check_generated, is_dns_label, is_dns_subdomain, is_label_value, is_qualified_name};
-use super::values::{deep_merge, snake_case};
+use super::resolve::{ApplicationValues, GatewayValues, IngressSettings, PodValues, Resolved};
+use super::values::snake_case;
 use super::{Chart, Component};
-use crate::api::{Application, Device, Gateway, ModelOrchestraSpec};
+use crate::api::{Device, IngressTls, PullPolicy, ScalingSpec, ServiceType};
 use crate::error::{InputError, RenderError};
 
 /// The label naming who manages an object; the operator prunes only objects carrying it.
@@ -25,20 +29,67 @@ pub const MANAGED_BY: &str = "model-orchestra-operator";
 /// Pod-template annotation holding the checksum of the pod's configuration.
 pub const CONFIG_CHECKSUM_ANNOTATION: &str = "checksum/config";
 pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
+/// Env every reader needs (the contract's rule, not a default a user could change).
 const REQUIRED_APP_ENV: [(&str, &str); 2] = [("TAKEOFF_ADD_READER_ID_SUFFIX", "true"), ("TAKEOFF_HEADLESS", "true")];
 
-/// One pod-running component: the gateway or an application.
+/// The root of the template context.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct ComponentValues {
+struct Root<'a> {
+    #[serde(rename = "Release")]
+    release: ReleaseInfo<'a>,
+    #[serde(rename = "Chart")]
+    chart: ChartInfo<'a>,
+    fullname: &'a str,
+    labels: &'a BTreeMap<String, String>,
+    image_pull_secrets: &'a [LocalObjectReference],
+    service_account: ServiceAccountContext<'a>,
+    /// Render the gateway's ServiceMonitor.
+    service_monitor: bool,
+    gateway: &'a ComponentContext<'a>,
+    components: &'a [ComponentContext<'a>],
+}
+
+#[derive(Serialize)]
+struct ReleaseInfo<'a> {
+    #[serde(rename = "Name")]
+    name: &'a str,
+    #[serde(rename = "Namespace")]
+    namespace: &'a str,
+    #[serde(rename = "Service")]
+    service: &'a str,
+}
+
+#[derive(Serialize)]
+struct ChartInfo<'a> {
+    #[serde(rename = "Name")]
+    name: &'a str,
+    #[serde(rename = "Version")]
+    version: &'a str,
+    #[serde(rename = "AppVersion")]
+    app_version: &'a str,
+}
+
+#[derive(Serialize)]
+struct ServiceAccountContext<'a> {
+    create: bool,
+    automount: bool,
+    name: &'a str,
+    annotations: &'a BTreeMap<String, String>,
+}
+
+/// One pod-running component (the gateway or an application), as the templates see it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ComponentContext<'a> {
     /// Name of every object of this component (and of its container).
     name: String,
     /// What the `metadata` partial prints (a small object, because Handlebars clones a
     /// partial's context).
-    meta: Value,
+    meta: Meta,
     /// The application's key in `spec.applications`; absent for the gateway.
     #[serde(skip_serializing_if = "Option::is_none")]
-    app: Option<String>,
+    app: Option<&'a str>,
     selector_labels: BTreeMap<String, String>,
     pod_labels: BTreeMap<String, String>,
     pod_annotations: BTreeMap<String, String>,
@@ -47,13 +98,108 @@ struct ComponentValues {
     config_yaml: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     replicas: Option<i32>,
-    /// Ingress rules with defaults filled in, when the ingress is enabled.
+    /// Ingress rules with the rules' defaults filled in, when the ingress is enabled.
     #[serde(skip_serializing_if = "Option::is_none")]
-    ingress: Option<Value>,
+    ingress: Option<IngressRules>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    scaler: Option<Value>,
-    /// The component's merged values, with GPU defaults applied.
-    values: Value,
+    scaler: Option<Scaler<'a>>,
+    /// The pod's and Service's settings, with the GPU rules applied.
+    values: PodContext<'a>,
+}
+
+#[derive(Serialize)]
+struct Meta {
+    name: String,
+    labels: BTreeMap<String, String>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PodContext<'a> {
+    image: ImagePolicy,
+    pod_security_context: &'a PodSecurityContext,
+    security_context: &'a SecurityContext,
+    ports: &'a [ContainerPort],
+    liveness_probe: &'a Probe,
+    readiness_probe: &'a Probe,
+    resources: ResourceRequirements,
+    volumes: &'a [Volume],
+    volume_mounts: &'a [VolumeMount],
+    node_selector: &'a BTreeMap<String, String>,
+    tolerations: Vec<Toleration>,
+    affinity: &'a Affinity,
+    service: ServiceContext<'a>,
+    ingress: IngressContext<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ImagePolicy {
+    pull_policy: PullPolicy,
+}
+
+#[derive(Serialize)]
+struct ServiceContext<'a> {
+    #[serde(rename = "type")]
+    type_: ServiceType,
+    ports: &'a [ServicePort],
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct IngressContext<'a> {
+    class_name: &'a str,
+    annotations: &'a BTreeMap<String, String>,
+    tls: &'a [IngressTls],
+}
+
+#[derive(Serialize)]
+struct IngressRules {
+    rules: Vec<IngressRule>,
+}
+
+#[derive(Serialize)]
+struct IngressRule {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    host: Option<String>,
+    http: IngressHttp,
+}
+
+#[derive(Serialize)]
+struct IngressHttp {
+    paths: Vec<IngressPathRule>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct IngressPathRule {
+    path: String,
+    path_type: String,
+    backend: IngressBackend,
+}
+
+#[derive(Serialize, Clone)]
+struct IngressBackend {
+    service: IngressServiceBackend,
+}
+
+#[derive(Serialize, Clone)]
+struct IngressServiceBackend {
+    name: String,
+    port: IngressPort,
+}
+
+#[derive(Serialize, Clone)]
+struct IngressPort {
+    number: i32,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Scaler<'a> {
+    annotations: &'a BTreeMap<String, String>,
+    spec: &'a ScalingSpec,
+    trigger_metadata: BTreeMap<String, String>,
 }
 
 /// The template context for one ModelOrchestra, and the name of each component's objects.
@@ -63,22 +209,11 @@ pub(super) struct Built {
 }
 
 /// Builds the template context for one ModelOrchestra.
-pub(super) fn build(chart: &Chart, release: &str, namespace: &str, spec: &ModelOrchestraSpec) -> Result<Built, RenderError> {
+pub(super) fn build(chart: &Chart, release: &str, namespace: &str, values: &Resolved) -> Result<Built, RenderError> {
     check_release(release, namespace)?;
-    let mut values = chart.defaults.clone();
-    let spec_json = serde_json::to_value(spec).map_err(|e| RenderError::chart("values", e))?;
-    deep_merge(&mut values, &spec_json);
-    // Everything but the applications, typed (each application is typed on its own below).
-    let mut globals = Map::new();
-    for (k, v) in values.as_object().into_iter().flatten().filter(|(k, _)| *k != "applications") {
-        globals.insert(k.clone(), v.clone());
-    }
-    let merged: ModelOrchestraSpec = serde_json::from_value(Value::Object(globals)).map_err(|e| RenderError::chart("values.yaml", e))?;
-
     let meta = &chart.metadata;
-    let name_override = merged.name_override.as_deref().unwrap_or_default();
-    let fullname = names::fullname(release, &meta.name, name_override, merged.fullname_override.as_deref().unwrap_or_default());
-    let chart_name = if name_override.is_empty() { meta.name.as_str() } else { name_override };
+    let fullname = names::fullname(release, &meta.name, &values.name_override, &values.fullname_override);
+    let chart_name = if values.name_override.is_empty() { meta.name.as_str() } else { values.name_override.as_str() };
     if !is_label_value(chart_name) {
         return Err(InputError::new("spec.nameOverride", "must be a valid label value (≤63 of A-Z a-z 0-9 - _ .)").into());
     }
@@ -90,8 +225,8 @@ pub(super) fn build(chart: &Chart, release: &str, namespace: &str, spec: &ModelO
         ("helm.sh/chart".to_string(), format!("{}-{}", meta.name, meta.version).replace('+', "_")),
     ]);
 
-    let sa = merged.service_account.unwrap_or_default();
-    let sa_name = match (sa.create.unwrap_or(true), sa.name.as_deref().unwrap_or_default()) {
+    let sa = &values.service_account;
+    let sa_name = match (sa.create, sa.name.as_str()) {
         (_, name) if !name.is_empty() => name.to_string(),
         (true, _) => fullname.clone(),
         (false, _) => "default".to_string(),
@@ -99,64 +234,52 @@ pub(super) fn build(chart: &Chart, release: &str, namespace: &str, spec: &ModelO
     if !is_dns_subdomain(&sa_name) {
         return Err(InputError::new("spec.serviceAccount.name", format!("`{sa_name}` is not a valid ServiceAccount name (DNS subdomain)")).into());
     }
-    check_annotations(sa.annotations.as_ref(), "spec.serviceAccount.annotations")?;
+    check_annotations(&sa.annotations, "spec.serviceAccount.annotations")?;
 
-    let gateway_values = values.get("gateway").cloned().unwrap_or(Value::Null);
-    let gw = merged.gateway.unwrap_or_default();
     let gateway_name = format!("{fullname}-gateway");
-    check_generated(&gateway_name, if merged.fullname_override.as_deref().unwrap_or_default().is_empty() { "metadata.name" } else { "spec.fullnameOverride" })?;
-    let internal_port = gw.config.as_ref().and_then(|c| c.internal_port).unwrap_or(3005);
-    let gateway = gateway_component(&gw, gateway_values, &gateway_name, &common, &meta.app_version)?;
+    check_generated(&gateway_name, if values.fullname_override.is_empty() { "metadata.name" } else { "spec.fullnameOverride" })?;
+    let gateway = gateway_component(&values.gateway, &gateway_name, &common, &meta.app_version)?;
 
-    let template_json = values.get("applicationTemplate").cloned().unwrap_or(Value::Null);
-    let template_env = merged.application_template.as_ref().and_then(|t| t.env.clone()).unwrap_or_default();
-    let mut applications = Vec::new();
-    let empty = Map::new();
-    let apps_json = values.get("applications").and_then(Value::as_object).unwrap_or(&empty);
-    for (key, app_json) in apps_json {
-        let field = format!("spec.applications.{key}");
-        if !is_dns_label(key) {
+    let mut applications = Vec::with_capacity(values.applications.len());
+    for app in &values.applications {
+        let field = format!("spec.applications.{}", app.key);
+        if !is_dns_label(&app.key) {
             return Err(InputError::new(
                 &field,
                 "application names must be DNS labels (lower-case letters, digits and `-`, starting and ending with a letter or digit, at most 63)",
             )
             .into());
         }
-        if key == "gateway" {
+        if app.key == "gateway" {
             return Err(InputError::new(
                 &field,
                 "`gateway` is reserved: the gateway's objects are named `<fullname>-gateway`; choose another application name",
             )
             .into());
         }
-        let mut app_values = template_json.clone();
-        deep_merge(&mut app_values, app_json);
-        let app: Application = serde_json::from_value(app_values.clone()).map_err(|e| InputError::new(&field, e.to_string()))?;
-        let own_env = spec.applications.as_ref().and_then(|a| a.get(key)).and_then(|a| a.env.clone()).unwrap_or_default();
-        let ctx = AppContext { key, field: &field, fullname: &fullname, gateway_name: &gateway_name, namespace, internal_port };
-        applications.push(application_component(&ctx, &app, app_values, &own_env, &template_env, &common, &meta.app_version)?);
+        let ctx = AppContext { field: &field, fullname: &fullname, gateway_name: &gateway_name, namespace, internal_port: values.gateway.internal_port };
+        applications.push(application_component(&ctx, app, &values.template_env, &common, &meta.app_version)?);
     }
 
     let mut names = Vec::with_capacity(applications.len() + 1);
     names.push((gateway.name.clone(), Component::Gateway));
-    names.extend(applications.iter().filter_map(|a| Some((a.name.clone(), Component::Application(a.app.clone()?)))));
-    let gateway = serde_json::to_value(&gateway).map_err(|e| RenderError::chart("values", e))?;
+    names.extend(applications.iter().filter_map(|a| Some((a.name.clone(), Component::Application(a.app?.to_string())))));
     let mut components = Vec::with_capacity(applications.len() + 1);
-    components.push(gateway.clone());
-    for app in &applications {
-        components.push(serde_json::to_value(app).map_err(|e| RenderError::chart("values", e))?);
-    }
-    // Built by move: `json!` would serialise (deep-copy) every interpolated value.
-    let mut ctx = Map::new();
-    ctx.insert("Release".into(), json!({"Name": release, "Namespace": namespace, "Service": MANAGED_BY}));
-    ctx.insert("Chart".into(), json!({"Name": meta.name, "Version": meta.version, "AppVersion": meta.app_version}));
-    ctx.insert("Values".into(), values);
-    ctx.insert("fullname".into(), Value::String(fullname));
-    ctx.insert("labels".into(), Value::Object(common.into_iter().map(|(k, v)| (k, Value::String(v))).collect()));
-    ctx.insert("serviceAccountName".into(), Value::String(sa_name));
-    ctx.insert("gateway".into(), gateway);
-    ctx.insert("components".into(), Value::Array(components));
-    Ok(Built { context: Value::Object(ctx), components: names })
+    components.push(gateway);
+    components.extend(applications);
+    let root = Root {
+        release: ReleaseInfo { name: release, namespace, service: MANAGED_BY },
+        chart: ChartInfo { name: &meta.name, version: &meta.version, app_version: &meta.app_version },
+        fullname: &fullname,
+        labels: &common,
+        image_pull_secrets: &values.image_pull_secrets,
+        service_account: ServiceAccountContext { create: sa.create, automount: sa.automount, name: &sa_name, annotations: &sa.annotations },
+        service_monitor: values.gateway.export_prometheus_metrics,
+        gateway: &components[0],
+        components: &components,
+    };
+    let context = serde_json::to_value(&root).map_err(|e| RenderError::chart("values", e))?;
+    Ok(Built { context, components: names })
 }
 
 fn check_release(release: &str, namespace: &str) -> Result<(), InputError> {
@@ -172,8 +295,8 @@ fn check_release(release: &str, namespace: &str) -> Result<(), InputError> {
     Ok(())
 }
 
-fn check_labels(labels: Option<&BTreeMap<String, String>>, field: &str) -> Result<(), InputError> {
-    for (k, v) in labels.into_iter().flatten() {
+fn check_labels(labels: &BTreeMap<String, String>, field: &str) -> Result<(), InputError> {
+    for (k, v) in labels {
         if !is_qualified_name(k) {
             return Err(InputError::new(format!("{field}.{k}"), "not a valid label key ([prefix/]name)"));
         }
@@ -187,8 +310,8 @@ fn check_labels(labels: Option<&BTreeMap<String, String>>, field: &str) -> Resul
     Ok(())
 }
 
-fn check_annotations(annotations: Option<&BTreeMap<String, String>>, field: &str) -> Result<(), InputError> {
-    for k in annotations.into_iter().flatten().map(|(k, _)| k) {
+fn check_annotations(annotations: &BTreeMap<String, String>, field: &str) -> Result<(), InputError> {
+    for k in annotations.keys() {
         if !is_qualified_name(k) {
             return Err(InputError::new(format!("{field}.{k}"), "not a valid annotation key ([prefix/]name)"));
         }
@@ -196,17 +319,17 @@ fn check_annotations(annotations: Option<&BTreeMap<String, String>>, field: &str
     Ok(())
 }
 
-/// Labels, pod labels and annotations shared by both component kinds.
-fn pod_metadata(
-    common: &BTreeMap<String, String>,
-    component: &str,
-    pod_labels: Option<&BTreeMap<String, String>>,
-    pod_annotations: Option<&BTreeMap<String, String>>,
-    config_yaml: &str,
-    field: &str,
-) -> Result<[BTreeMap<String, String>; 4], InputError> {
-    check_labels(pod_labels, &format!("{field}.podLabels"))?;
-    check_annotations(pod_annotations, &format!("{field}.podAnnotations"))?;
+/// Labels, selector, pod labels and pod annotations of a component.
+struct PodMetadata {
+    labels: BTreeMap<String, String>,
+    selector: BTreeMap<String, String>,
+    pod_labels: BTreeMap<String, String>,
+    pod_annotations: BTreeMap<String, String>,
+}
+
+fn pod_metadata(common: &BTreeMap<String, String>, component: &str, pod: &PodValues, config_yaml: &str, field: &str) -> Result<PodMetadata, InputError> {
+    check_labels(&pod.pod_labels, &format!("{field}.podLabels"))?;
+    check_annotations(&pod.pod_annotations, &format!("{field}.podAnnotations"))?;
     let mut labels = common.clone();
     labels.insert("app.kubernetes.io/component".into(), component.to_string());
     let selector: BTreeMap<String, String> = ["app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/component"]
@@ -215,120 +338,143 @@ fn pod_metadata(
         .collect();
     // The user's pod labels cannot override the selector, or the Deployment would not
     // select its own pods.
-    let mut pod_labels_out = labels.clone();
-    pod_labels_out.extend(pod_labels.into_iter().flatten().map(|(k, v)| (k.clone(), v.clone())));
-    pod_labels_out.extend(selector.clone());
-    let mut annotations: BTreeMap<String, String> = pod_annotations.cloned().unwrap_or_default();
-    annotations.insert(CONFIG_CHECKSUM_ANNOTATION.into(), hex_sha256(config_yaml));
-    Ok([labels, selector, pod_labels_out, annotations])
+    let mut pod_labels = labels.clone();
+    pod_labels.extend(pod.pod_labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+    pod_labels.extend(selector.clone());
+    let mut pod_annotations = pod.pod_annotations.clone();
+    pod_annotations.insert(CONFIG_CHECKSUM_ANNOTATION.into(), hex_sha256(config_yaml));
+    Ok(PodMetadata { labels, selector, pod_labels, pod_annotations })
 }
 
 fn hex_sha256(text: &str) -> String {
+    use std::fmt::Write;
     let digest = Sha256::digest(text.as_bytes());
     let mut out = String::with_capacity(64);
     for b in digest {
-        out.push_str(&format!("{b:02x}"));
+        let _ = write!(out, "{b:02x}");
     }
     out
 }
 
-fn image(image: Option<&crate::api::Image>, app_version: &str, suffix: &str) -> String {
-    let repo = image.and_then(|i| i.repository.as_deref()).unwrap_or("tytn/takeoff-pro");
-    match image.and_then(|i| i.tag.as_deref()).unwrap_or_default() {
+/// `repository:tag`; an empty tag is the chart's appVersion plus `-<suffix>`, a `sha256:`
+/// tag pins a digest.
+fn image(image: &super::resolve::ImageSettings, app_version: &str, suffix: &str) -> String {
+    let repo = &image.repository;
+    match image.tag.as_str() {
         "" => format!("{repo}:{app_version}-{suffix}"),
         digest if digest.starts_with("sha256:") => format!("{repo}@{digest}"),
         tag => format!("{repo}:{tag}"),
     }
 }
 
-/// Top-level keys snake_cased; nested values kept as given.
-fn snake_keys(map: Option<&Value>) -> Map<String, Value> {
-    map.and_then(Value::as_object).into_iter().flatten().map(|(k, v)| (snake_case(k), v.clone())).collect()
+/// The top-level keys of a serialised config, snake_cased; nested values kept as given.
+fn snake_keys(config: &impl Serialize) -> Map<String, Value> {
+    match serde_json::to_value(config) {
+        Ok(Value::Object(map)) => map.into_iter().map(|(k, v)| (snake_case(&k), v)).collect(),
+        _ => Map::new(),
+    }
 }
 
 fn config_yaml(server_config: Map<String, Value>, readers: Map<String, Value>) -> String {
-    let doc = json!({"model-orchestra": {"server_config": server_config, "readers_config": readers}});
-    super::config_yaml::to_yaml(&doc)
+    let mut server = Map::new();
+    server.insert("server_config".into(), Value::Object(server_config));
+    server.insert("readers_config".into(), Value::Object(readers));
+    let mut doc = Map::new();
+    doc.insert("model-orchestra".into(), Value::Object(server));
+    super::config_yaml::to_yaml(&Value::Object(doc))
 }
 
-/// Ingress rules with the defaults a valid `networking.k8s.io/v1` Ingress needs: a path
-/// (`/`) and a pathType (`ImplementationSpecific`) for every host, backed by the
-/// component's first Service port.
-fn ingress(values: &Value, name: &str, service_ports: &[k8s_openapi::api::core::v1::ServicePort], field: &str) -> Result<Option<Value>, InputError> {
-    let ing = &values["ingress"];
-    if ing["enabled"] != Value::Bool(true) {
+/// Ingress rules with what a valid `networking.k8s.io/v1` Ingress needs (the contract's
+/// rules): a path (`/`) and a pathType (`ImplementationSpecific`) for every host, backed by
+/// the component's first Service port.
+fn ingress(settings: &IngressSettings, name: &str, service_ports: &[ServicePort], field: &str) -> Result<Option<IngressRules>, InputError> {
+    if !settings.enabled {
         return Ok(None);
     }
-    let annotations: Option<BTreeMap<String, String>> = serde_json::from_value(ing["annotations"].clone()).unwrap_or_default();
-    check_annotations(annotations.as_ref(), &format!("{field}.ingress.annotations"))?;
-    let backend = json!({"service": {"name": name, "port": {"number": service_ports.first().map(|p| p.port)}}});
-    if service_ports.is_empty() {
+    check_annotations(&settings.annotations, &format!("{field}.ingress.annotations"))?;
+    let Some(first) = service_ports.first() else {
         return Err(InputError::new(format!("{field}.service.ports"), "an enabled ingress needs at least one service port to route to"));
-    }
-    let hosts = ing["hosts"].as_array().cloned().unwrap_or_default();
-    if hosts.is_empty() {
+    };
+    if settings.hosts.is_empty() {
         return Err(InputError::new(format!("{field}.ingress.hosts"), "an enabled ingress needs at least one host"));
     }
-    let rules: Vec<Value> = hosts
+    let backend = IngressBackend { service: IngressServiceBackend { name: name.to_string(), port: IngressPort { number: first.port } } };
+    let rules = settings
+        .hosts
         .iter()
         .map(|h| {
-            let mut paths: Vec<Value> = h["paths"].as_array().cloned().unwrap_or_default();
-            if paths.is_empty() {
-                paths.push(json!({}));
-            }
-            let paths: Vec<Value> = paths
+            let given = h.paths.as_deref().unwrap_or_default();
+            let default_path = [crate::api::IngressPath::default()];
+            let paths = if given.is_empty() { &default_path[..] } else { given };
+            let paths = paths
                 .iter()
-                .map(|p| {
-                    json!({
-                        "path": p.get("path").and_then(Value::as_str).unwrap_or("/"),
-                        "pathType": p.get("pathType").and_then(Value::as_str).unwrap_or("ImplementationSpecific"),
-                        "backend": backend,
-                    })
+                .map(|p| IngressPathRule {
+                    path: p.path.clone().unwrap_or_else(|| "/".into()),
+                    path_type: p.path_type.map_or_else(|| "ImplementationSpecific".into(), path_type_name),
+                    backend: backend.clone(),
                 })
                 .collect();
-            let mut rule = json!({"http": {"paths": paths}});
-            if let Some(host) = h.get("host").and_then(Value::as_str).filter(|s| !s.is_empty()) {
-                rule["host"] = json!(host);
-            }
-            rule
+            IngressRule { host: h.host.clone().filter(|s| !s.is_empty()), http: IngressHttp { paths } }
         })
         .collect();
-    Ok(Some(json!({"rules": rules})))
+    Ok(Some(IngressRules { rules }))
 }
 
-fn gateway_component(gw: &Gateway, mut values: Value, name: &str, common: &BTreeMap<String, String>, app_version: &str) -> Result<ComponentValues, InputError> {
+fn path_type_name(t: crate::api::PathType) -> String {
+    match t {
+        crate::api::PathType::Exact => "Exact",
+        crate::api::PathType::Prefix => "Prefix",
+        crate::api::PathType::ImplementationSpecific => "ImplementationSpecific",
+    }
+    .into()
+}
+
+fn pod_context<'a>(pod: &'a PodValues, resources: ResourceRequirements, tolerations: Vec<Toleration>) -> PodContext<'a> {
+    PodContext {
+        image: ImagePolicy { pull_policy: pod.image.pull_policy },
+        pod_security_context: &pod.pod_security_context,
+        security_context: &pod.security_context,
+        ports: &pod.ports,
+        liveness_probe: &pod.liveness_probe,
+        readiness_probe: &pod.readiness_probe,
+        resources,
+        volumes: &pod.volumes,
+        volume_mounts: &pod.volume_mounts,
+        node_selector: &pod.node_selector,
+        tolerations,
+        affinity: &pod.affinity,
+        service: ServiceContext { type_: pod.service.type_, ports: &pod.service.ports },
+        ingress: IngressContext { class_name: &pod.ingress.class_name, annotations: &pod.ingress.annotations, tls: &pod.ingress.tls },
+    }
+}
+
+fn gateway_component<'a>(gw: &'a GatewayValues, name: &str, common: &BTreeMap<String, String>, app_version: &str) -> Result<ComponentContext<'a>, InputError> {
     let field = "spec.gateway";
-    let env_user = gw.env.clone().unwrap_or_default();
-    let mut env = env_user.clone();
-    if !env_user.iter().any(|e| e.name == REQUIRED_APP_ENV[0].0) {
+    let pod = &gw.pod;
+    let mut env = pod.env.clone();
+    if !pod.env.iter().any(|e| e.name == REQUIRED_APP_ENV[0].0) {
         env.push(env_var(REQUIRED_APP_ENV[0]));
     }
-    let server = snake_keys(values.get("config"));
-    let config = config_yaml(server, Map::new());
-    let [labels, selector_labels, pod_labels, pod_annotations] =
-        pod_metadata(common, "gateway", gw.pod_labels.as_ref(), gw.pod_annotations.as_ref(), &config, field)?;
-    let service_ports = gw.service.as_ref().and_then(|s| s.ports.clone()).unwrap_or_default();
-    let ingress = ingress(&values, name, &service_ports, field)?;
-    strip_computed(&mut values);
-    Ok(ComponentValues {
-        meta: json!({"name": name, "labels": labels}),
+    let config = config_yaml(snake_keys(&gw.config), Map::new());
+    let m = pod_metadata(common, "gateway", pod, &config, field)?;
+    Ok(ComponentContext {
+        meta: Meta { name: name.to_string(), labels: m.labels },
         name: name.to_string(),
         app: None,
-        selector_labels,
-        pod_labels,
-        pod_annotations,
-        image: image(gw.image.as_ref(), app_version, "cpu"),
+        selector_labels: m.selector,
+        pod_labels: m.pod_labels,
+        pod_annotations: m.pod_annotations,
+        image: image(&pod.image, app_version, "cpu"),
         env,
         config_yaml: config,
-        replicas: Some(gw.replica_count.unwrap_or(1)),
-        ingress,
+        replicas: Some(pod.replica_count),
+        ingress: ingress(&pod.ingress, name, &pod.service.ports, field)?,
         scaler: None,
-        values,
+        values: pod_context(pod, pod.resources.clone(), pod.tolerations.clone()),
     })
 }
 
 struct AppContext<'a> {
-    key: &'a str,
     field: &'a str,
     fullname: &'a str,
     gateway_name: &'a str,
@@ -352,111 +498,89 @@ fn application_env(own: &[EnvVar], template: &[EnvVar]) -> Vec<EnvVar> {
     env
 }
 
-/// For `device: cuda`: an `nvidia.com/gpu` limit of `tensorParallel` (default 1) unless the
-/// user set that resource, and a toleration of the GPU taint unless the user gave tolerations.
-fn gpu_defaults(app: &Application) -> (Option<ResourceRequirements>, Option<Vec<Toleration>>) {
-    let reader = app.reader_config.clone().unwrap_or_default();
-    let mut resources = app.resources.clone();
-    let mut tolerations = app.tolerations.clone();
-    if reader.device != Some(Device::Cuda) {
+/// The GPU rules for `device: cuda`: an `nvidia.com/gpu` limit of `tensorParallel` (1 when
+/// unset) unless the user set that resource, and a toleration of the GPU taint unless the
+/// user gave tolerations.
+fn gpu_rules(app: &ApplicationValues) -> (ResourceRequirements, Vec<Toleration>) {
+    let mut resources = app.pod.resources.clone();
+    let mut tolerations = app.pod.tolerations.clone();
+    if app.device != Device::Cuda {
         return (resources, tolerations);
     }
-    let res = resources.get_or_insert_with(Default::default);
-    let user_set = [&res.limits, &res.requests].iter().any(|m| m.as_ref().is_some_and(|m| m.contains_key(GPU_RESOURCE)));
+    let user_set = [&resources.limits, &resources.requests].iter().any(|m| m.as_ref().is_some_and(|m| m.contains_key(GPU_RESOURCE)));
     if !user_set {
-        let count = reader.tensor_parallel.unwrap_or(1);
-        res.limits.get_or_insert_with(Default::default).insert(GPU_RESOURCE.to_string(), Quantity(count.to_string()));
+        let count = app.reader.tensor_parallel.unwrap_or(1);
+        resources.limits.get_or_insert_with(Default::default).insert(GPU_RESOURCE.to_string(), Quantity(count.to_string()));
     }
-    if tolerations.as_ref().is_none_or(Vec::is_empty) {
-        tolerations = Some(vec![Toleration {
+    if tolerations.is_empty() {
+        tolerations = vec![Toleration {
             key: Some(GPU_RESOURCE.to_string()),
             operator: Some("Exists".to_string()),
             effect: Some("NoSchedule".to_string()),
             ..Default::default()
-        }]);
+        }];
     }
     (resources, tolerations)
 }
 
-fn application_component(
+fn application_component<'a>(
     ctx: &AppContext,
-    app: &Application,
-    mut values: Value,
-    own_env: &[EnvVar],
+    app: &'a ApplicationValues,
     template_env: &[EnvVar],
     common: &BTreeMap<String, String>,
     app_version: &str,
-) -> Result<ComponentValues, InputError> {
-    let name = format!("{}-{}", ctx.fullname, ctx.key);
+) -> Result<ComponentContext<'a>, InputError> {
+    let name = format!("{}-{}", ctx.fullname, app.key);
     check_generated(&name, ctx.field)?;
-    let component = format!("application-{}", ctx.key);
+    let component = format!("application-{}", app.key);
     if component.len() > names::MAX_LABEL {
         return Err(InputError::new(ctx.field, format!("the component label `{component}` would exceed 63 characters: use an application name of at most 51")));
     }
 
-    let mut reader = snake_keys(values.get("readerConfig"));
-    reader.insert("internal_gateway_ip".into(), json!(ctx.gateway_name));
+    let mut reader = snake_keys(&app.reader);
+    reader.insert("internal_gateway_ip".into(), Value::String(ctx.gateway_name.to_string()));
     let mut server = Map::new();
-    server.insert("internal_port".into(), json!(ctx.internal_port));
-    let config = config_yaml(server, Map::from_iter([(ctx.key.to_string(), Value::Object(reader))]));
+    server.insert("internal_port".into(), Value::from(ctx.internal_port));
+    let config = config_yaml(server, Map::from_iter([(app.key.clone(), Value::Object(reader))]));
 
-    let [labels, selector_labels, pod_labels, pod_annotations] =
-        pod_metadata(common, &component, app.pod_labels.as_ref(), app.pod_annotations.as_ref(), &config, ctx.field)?;
-    let (resources, tolerations) = gpu_defaults(app);
-    values["resources"] = serde_json::to_value(resources).expect("serialisable");
-    values["tolerations"] = serde_json::to_value(tolerations).expect("serialisable");
+    let pod = &app.pod;
+    let m = pod_metadata(common, &component, pod, &config, ctx.field)?;
+    let (resources, tolerations) = gpu_rules(app);
 
-    let scaling = app.scaling.clone().unwrap_or_default();
-    let scaler = if scaling.enabled == Some(true) {
-        check_annotations(scaling.annotations.as_ref(), &format!("{}.scaling.annotations", ctx.field))?;
-        let target = scaling.metric_target.as_ref().and_then(|m| m.value).unwrap_or(10).to_string();
-        let group = app.reader_config.as_ref().and_then(|r| r.consumer_group.clone()).unwrap_or_else(|| "primary".into());
+    let scaler = if app.scaling.enabled {
+        check_annotations(&app.scaling.annotations, &format!("{}.scaling.annotations", ctx.field))?;
+        let target = app.scaling.metric_target.to_string();
         let mut metadata = BTreeMap::new();
         metadata.insert("scalerAddress".to_string(), format!("{}.{}.svc.cluster.local:{}", ctx.gateway_name, ctx.namespace, ctx.internal_port));
-        metadata.insert(format!("target_{group}"), target.clone());
-        metadata.insert(format!("target_{}", ctx.key), target);
-        Some(json!({
-            "annotations": scaling.annotations.unwrap_or_default(),
-            "spec": scaling.spec.unwrap_or_default(),
-            "triggerMetadata": metadata,
-        }))
+        metadata.insert(format!("target_{}", app.consumer_group), target.clone());
+        metadata.insert(format!("target_{}", app.key), target);
+        Some(Scaler { annotations: &app.scaling.annotations, spec: &app.scaling.spec, trigger_metadata: metadata })
     } else {
         None
     };
-    let service_ports = app.service.as_ref().and_then(|s| s.ports.clone()).unwrap_or_default();
-    let ingress = ingress(&values, &name, &service_ports, ctx.field)?;
-    strip_computed(&mut values);
+    let ingress = ingress(&pod.ingress, &name, &pod.service.ports, ctx.field)?;
 
-    Ok(ComponentValues {
-        meta: json!({"name": name, "labels": labels}),
-        replicas: if scaler.is_some() { None } else { Some(app.replica_count.unwrap_or(1)) },
+    Ok(ComponentContext {
+        meta: Meta { name: name.clone(), labels: m.labels },
+        replicas: if scaler.is_some() { None } else { Some(pod.replica_count) },
         name,
-        app: Some(ctx.key.to_string()),
-        selector_labels,
-        pod_labels,
-        pod_annotations,
-        image: image(app.image.as_ref(), app_version, "gpu"),
-        env: application_env(own_env, template_env),
+        app: Some(&app.key),
+        selector_labels: m.selector,
+        pod_labels: m.pod_labels,
+        pod_annotations: m.pod_annotations,
+        image: image(&pod.image, app_version, "gpu"),
+        env: application_env(&app.own_env, template_env),
         config_yaml: config,
         ingress,
         scaler,
-        values,
+        values: pod_context(pod, resources, tolerations),
     })
-}
-
-/// Removes the values the context replaces with computed fields, so a template cannot use
-/// the raw value by mistake.
-fn strip_computed(values: &mut Value) {
-    if let Some(obj) = values.as_object_mut() {
-        for key in ["env", "replicaCount", "podLabels", "podAnnotations", "readerConfig", "config", "scaling"] {
-            obj.remove(key);
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::chart::resolve::ImageSettings;
 
     fn env(name: &str, value: &str) -> EnvVar {
         env_var((name, value))
@@ -478,8 +602,8 @@ mod tests {
 
     #[test]
     fn empty_tag_defaults_to_app_version_and_suffix() {
-        assert_eq!(image(None, "1.2.3", "gpu"), "tytn/takeoff-pro:1.2.3-gpu");
-        let digest = crate::api::Image { tag: Some("sha256:abc".into()), ..Default::default() };
-        assert_eq!(image(Some(&digest), "1", "cpu"), "tytn/takeoff-pro@sha256:abc");
+        let settings = |tag: &str| ImageSettings { repository: "tytn/takeoff-pro".into(), pull_policy: PullPolicy::IfNotPresent, tag: tag.into() };
+        assert_eq!(image(&settings(""), "1.2.3", "gpu"), "tytn/takeoff-pro:1.2.3-gpu");
+        assert_eq!(image(&settings("sha256:abc"), "1", "cpu"), "tytn/takeoff-pro@sha256:abc");
     }
 }

@@ -6,8 +6,10 @@
 mod component;
 mod config_yaml;
 mod context;
+mod merge;
 mod names;
 mod render;
+pub mod resolve;
 pub mod values;
 
 use std::path::Path;
@@ -39,11 +41,16 @@ pub struct ChartMetadata {
 /// A loaded, compiled chart.
 pub struct Chart {
     pub metadata: ChartMetadata,
-    /// `values.yaml` as JSON: the defaults every CR is merged over.
-    defaults: Value,
+    /// `values.yaml`, parsed once: the defaults every CR is merged over.
+    defaults: ModelOrchestraSpec,
     /// Template names in a fixed order (sorted by file name), partials excluded.
     templates: Vec<String>,
     registry: Handlebars<'static>,
+    /// Check every rendered object strictly against its kind's schema. Always for a chart
+    /// directory (chart work); for the embedded chart, whose templates cannot change, in
+    /// debug builds — every test render — but not in release builds, where it would
+    /// double the cost of a render to re-prove what the tests proved.
+    check_objects: bool,
 }
 
 impl Chart {
@@ -64,7 +71,7 @@ impl Chart {
                 templates.push((name, text.to_string()));
             }
         }
-        Chart::from_parts(&file("Chart.yaml")?, &file("values.yaml")?, templates)
+        Chart::from_parts(&file("Chart.yaml")?, &file("values.yaml")?, templates, cfg!(debug_assertions))
     }
 
     /// A chart directory on disk (for chart development).
@@ -78,16 +85,18 @@ impl Chart {
             let name = entry.file_name().to_string_lossy().into_owned();
             templates.push((name, read(&entry.path())?));
         }
-        Chart::from_parts(&read(&dir.join("Chart.yaml"))?, &read(&dir.join("values.yaml"))?, templates)
+        Chart::from_parts(&read(&dir.join("Chart.yaml"))?, &read(&dir.join("values.yaml"))?, templates, true)
     }
 
-    fn from_parts(chart_yaml: &str, values_yaml: &str, mut files: Vec<(String, String)>) -> Result<Chart, RenderError> {
+    fn from_parts(chart_yaml: &str, values_yaml: &str, mut files: Vec<(String, String)>, check_objects: bool) -> Result<Chart, RenderError> {
         let metadata: ChartMetadata = serde_yaml::from_str::<Value>(chart_yaml)
             .map_err(|e| RenderError::chart("Chart.yaml", e))
             .and_then(|v| serde_json::from_value(v).map_err(|e| RenderError::chart("Chart.yaml", e)))?;
         let defaults: Value = serde_yaml::from_str(values_yaml).map_err(|e| RenderError::chart("values.yaml", e))?;
-        // values.yaml must itself satisfy the values contract.
-        crate::input::strict_from_value::<ModelOrchestraSpec>(&defaults).map_err(|e| RenderError::chart("values.yaml", e))?;
+        // values.yaml must itself satisfy the values contract, and give every value a default.
+        let defaults: ModelOrchestraSpec = crate::input::strict_from_value(&defaults).map_err(|e| RenderError::chart("values.yaml", e))?;
+        let probe = ModelOrchestraSpec { applications: Some([("probe".to_string(), Default::default())].into()), ..Default::default() };
+        resolve::resolve(&defaults, &probe)?;
 
         files.sort();
         let mut registry = render::registry();
@@ -106,11 +115,6 @@ impl Chart {
         if templates.is_empty() {
             return Err(RenderError::chart("templates/", "no templates (*.hbs) found"));
         }
-        Ok(Chart { metadata, defaults, templates, registry })
-    }
-
-    /// `values.yaml` as JSON.
-    pub fn defaults(&self) -> &Value {
-        &self.defaults
+        Ok(Chart { metadata, defaults, templates, registry, check_objects })
     }
 }

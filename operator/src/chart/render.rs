@@ -43,7 +43,8 @@ fn json_helper(h: &Helper, _: &Handlebars, _: &Context, _: &mut RenderContext, o
 impl Chart {
     /// Renders the objects for a ModelOrchestra named `release` in `namespace`.
     pub fn render(&self, release: &str, namespace: &str, spec: &ModelOrchestraSpec) -> Result<Vec<RenderedObject>, RenderError> {
-        let context::Built { context, components } = context::build(self, release, namespace, spec)?;
+        let values = super::resolve::resolve(&self.defaults, spec)?;
+        let context::Built { context, components } = context::build(self, release, namespace, &values)?;
         // A component's objects carry its name; the ServiceAccount belongs to the release.
         let by_name: std::collections::HashMap<&str, &Component> = components.iter().map(|(n, c)| (n.as_str(), c)).collect();
         let component_of = |kind: Kind, name: &str| match kind {
@@ -59,7 +60,7 @@ impl Chart {
             let text = self.registry.render_with_context(template, &ctx).map_err(|e| RenderError::chart(&file, e))?;
             for doc in serde_json::Deserializer::from_str(&text).into_iter::<Value>() {
                 let doc = doc.map_err(|e| RenderError::chart(&file, format!("output is not valid JSON: {e}: {}", excerpt(&text, &e))))?;
-                let mut object = check_object(doc, namespace).map_err(|m| RenderError::chart(&file, m))?;
+                let mut object = check_object(doc, namespace, self.check_objects).map_err(|m| RenderError::chart(&file, m))?;
                 object.component = component_of(object.kind, &object.name);
                 if !seen.insert((object.kind, object.name.clone())) {
                     return Err(RenderError::chart(&file, format!("renders {} `{}` a second time", object.kind.kind(), object.name)));
@@ -81,7 +82,7 @@ fn excerpt(text: &str, e: &serde_json::Error) -> String {
 /// Checks one rendered document: a known kind with the right apiVersion, a name, the
 /// release namespace, and valid for the kind's schema. Nulls are dropped (they mean
 /// "absent" to the API server) so the output is canonical.
-fn check_object(mut doc: Value, namespace: &str) -> Result<RenderedObject, String> {
+fn check_object(mut doc: Value, namespace: &str, strict: bool) -> Result<RenderedObject, String> {
     drop_nulls(&mut doc);
     let obj = doc.as_object().ok_or("a rendered document is not an object")?;
     let kind_name = obj.get("kind").and_then(Value::as_str).ok_or("an object has no `kind`")?;
@@ -99,7 +100,9 @@ fn check_object(mut doc: Value, namespace: &str) -> Result<RenderedObject, Strin
     if doc.pointer("/metadata/namespace").and_then(Value::as_str) != Some(namespace) {
         return Err(format!("{kind_name} `{name}` must set metadata.namespace to the release namespace"));
     }
-    kind.check(&doc).map_err(|e| format!("{kind_name} `{name}` is invalid: {e}"))?;
+    if strict {
+        kind.check(&doc).map_err(|e| format!("{kind_name} `{name}` is invalid: {e}"))?;
+    }
     Ok(RenderedObject { kind, name, component: Component::Release, object: doc })
 }
 

@@ -33,11 +33,7 @@ pub fn from_value(value: &Value) -> Result<ModelOrchestra, InputError> {
     let metadata = strict_from_value(obj.get("metadata").unwrap_or(&Value::Null)).map_err(|e| e.prefixed("metadata"))?;
     let spec = match obj.get("spec") {
         None | Some(Value::Null) => Default::default(),
-        Some(spec) => {
-            let parsed = strict_from_value(spec).map_err(|e| e.prefixed("spec"))?;
-            check_spec_bounds(spec)?;
-            parsed
-        }
+        Some(spec) => strict_from_value(spec).map_err(|e| e.prefixed("spec"))?,
     };
     if let Some(key) = obj.keys().find(|k| !["apiVersion", "kind", "metadata", "spec", "status"].contains(&k.as_str())) {
         return Err(InputError::new(key.as_str(), "unknown field; a ModelOrchestra has apiVersion, kind, metadata and spec"));
@@ -72,60 +68,4 @@ pub fn strict_from_value<T: DeserializeOwned>(value: &Value) -> Result<T, InputE
             None => Ok(v),
         },
     }
-}
-
-/// The JSON Schema of the values (`values.schema.json`), computed once. Generated from the
-/// same types as the CRD, and ~20x cheaper to build than the CRD.
-fn values_schema() -> &'static Value {
-    static SCHEMA: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
-    SCHEMA.get_or_init(crate::crd::values_schema)
-}
-
-/// Checks the numeric bounds (`minimum`/`maximum`) the schema declares, which the typed
-/// parse cannot express, so that offline rendering rejects what the API server would.
-fn check_spec_bounds(spec: &Value) -> Result<(), InputError> {
-    let root = values_schema();
-    check_bounds(root, root, spec, "spec")
-}
-
-fn check_bounds(root: &Value, schema: &Value, value: &Value, path: &str) -> Result<(), InputError> {
-    if let Some(target) = schema.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix("#/")) {
-        let resolved = target.split('/').try_fold(root, |node, part| node.get(part));
-        return match resolved {
-            Some(sub) => check_bounds(root, sub, value, path),
-            None => Ok(()),
-        };
-    }
-    for alternatives in ["anyOf", "oneOf", "allOf"] {
-        for sub in schema.get(alternatives).and_then(Value::as_array).into_iter().flatten() {
-            check_bounds(root, sub, value, path)?;
-        }
-    }
-    if let Some(n) = value.as_f64() {
-        if let Some(min) = schema.get("minimum").and_then(Value::as_f64).filter(|min| n < *min) {
-            return Err(InputError::new(path, format!("{n} is less than the minimum {min}")));
-        }
-        if let Some(max) = schema.get("maximum").and_then(Value::as_f64).filter(|max| n > *max) {
-            return Err(InputError::new(path, format!("{n} is greater than the maximum {max}")));
-        }
-    }
-    match value {
-        Value::Object(map) => {
-            for (k, v) in map {
-                let sub = schema.get("properties").and_then(|p| p.get(k)).or_else(|| schema.get("additionalProperties").filter(|a| a.is_object()));
-                if let Some(sub) = sub {
-                    check_bounds(root, sub, v, &format!("{path}.{k}"))?;
-                }
-            }
-        }
-        Value::Array(items) => {
-            if let Some(sub) = schema.get("items").filter(|i| i.is_object()) {
-                for (i, v) in items.iter().enumerate() {
-                    check_bounds(root, sub, v, &format!("{path}[{i}]"))?;
-                }
-            }
-        }
-        _ => {}
-    }
-    Ok(())
 }

@@ -14,6 +14,7 @@ pub mod kinds;
 pub mod manifests;
 pub mod operations;
 pub mod reconcile;
+pub mod validate;
 
 use api::ModelOrchestra;
 use chart::{Chart, RenderedObject};

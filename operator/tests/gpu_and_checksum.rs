@@ -45,9 +45,17 @@ fn a_user_gpu_limit_is_kept() {
 }
 
 #[test]
-fn a_user_gpu_request_suppresses_the_default_limit() {
-    let d = app_deployment("readerConfig: {device: cuda}\nresources: {requests: {nvidia.com/gpu: '1'}}");
-    assert_eq!(container(&d)["resources"], json!({"requests": {"nvidia.com/gpu": "1"}}));
+fn a_user_gpu_request_without_a_limit_means_that_many_gpus() {
+    // Extended resources cannot be overcommitted: the API server refuses a request without
+    // an equal limit, so the request is the limit too (not tensorParallel's default).
+    let d = app_deployment("readerConfig: {device: cuda, tensorParallel: 4}\nresources: {requests: {nvidia.com/gpu: '2'}}");
+    assert_eq!(container(&d)["resources"], json!({"limits": {"nvidia.com/gpu": "2"}, "requests": {"nvidia.com/gpu": "2"}}));
+}
+
+#[test]
+fn any_extended_resource_requested_without_a_limit_gets_its_request_as_limit() {
+    let d = app_deployment("readerConfig: {device: cpu}\nresources: {requests: {example.com/fpga: '1', cpu: 500m}}");
+    assert_eq!(container(&d)["resources"], json!({"limits": {"example.com/fpga": "1"}, "requests": {"example.com/fpga": "1", "cpu": "500m"}}));
 }
 
 #[test]

@@ -1,6 +1,8 @@
 //! No YAML injection: arbitrary strings in every free-text field of a CR never change the
 //! set of rendered objects or the shape of their fields, and reach the output as the same
-//! data. 10,000 cases by default (`PROPTEST_CASES` overrides).
+//! data; in a field with a syntax of its own (names, hosts, paths, label values) an
+//! arbitrary string is either valid there and changes nothing else, or rejected with that
+//! field's path. 10,000 cases by default (`PROPTEST_CASES` overrides).
 
 mod common;
 
@@ -10,31 +12,32 @@ use model_orchestra::kinds::Kind;
 use proptest::prelude::*;
 use serde_json::Value;
 
-/// A CR where every `X` string is replaced by a generated one, in field order below.
+/// A CR where every `X` (free text) is replaced by a generated string, in field order below;
+/// the fields with a syntax of their own are in [`SYNTAX_SLOTS`].
 const TEMPLATE: &str = r#"
 apiVersion: models.titanml.co/v1alpha1
 kind: ModelOrchestra
 metadata: {name: hostile, namespace: ns}
 spec:
-  imagePullSecrets: [{name: X}]
+  imagePullSecrets: [{name: regcred}]
   serviceAccount: {annotations: {note: X}}
   gateway:
-    image: {repository: X, tag: X}
-    env: [{name: X, value: X}]
+    image: {repository: example.com/gateway, tag: v1}
+    env: [{name: GATEWAY_NOTE, value: X}]
     podAnnotations: {note: X}
     config: {banner: X}
-    ingress: {enabled: true, annotations: {note: X}, hosts: [{host: X, paths: [{path: X}]}], tls: [{hosts: [X], secretName: X}]}
+    ingress: {enabled: true, annotations: {note: X}, hosts: [{host: example.com, paths: [{path: /}]}], tls: [{hosts: [example.com], secretName: tls}]}
     exportPrometheusMetrics: true
   applicationTemplate:
     env: [{name: SHARED, value: X}]
-    volumeMounts: [{name: data, mountPath: X, subPath: X}]
+    volumeMounts: [{name: data, mountPath: X, subPath: data}]
     volumes: [{name: data, emptyDir: {}}]
   applications:
     chat:
       env: [{name: OWN, value: X}]
       podAnnotations: {note: X}
       livenessProbe: {httpGet: {path: X, port: 3001}}
-      nodeSelector: {pool: X}
+      nodeSelector: {pool: gpu}
       readerConfig:
         modelName: X
         device: cuda
@@ -188,6 +191,38 @@ proptest! {
         let reparsed: Vec<Value> = serde_yaml::Deserializer::from_str(&text).map(|d| serde::Deserialize::deserialize(d).unwrap()).collect();
         let originals: Vec<Value> = objects.iter().map(|o| o.object.clone()).collect();
         prop_assert_eq!(reparsed, originals);
+    }
+}
+
+/// Fields with a syntax of their own: (JSON pointer into the CR, the field path an error
+/// names).
+const SYNTAX_SLOTS: &[(&str, &str)] = &[
+    ("/spec/imagePullSecrets/0/name", "spec.imagePullSecrets[0].name"),
+    ("/spec/gateway/image/repository", "spec.gateway.image.repository"),
+    ("/spec/gateway/image/tag", "spec.gateway.image.tag"),
+    ("/spec/gateway/env/0/name", "spec.gateway.env[0].name"),
+    ("/spec/gateway/ingress/hosts/0/host", "spec.gateway.ingress.hosts[0].host"),
+    ("/spec/gateway/ingress/hosts/0/paths/0/path", "spec.gateway.ingress.hosts[0].paths[0].path"),
+    ("/spec/gateway/ingress/tls/0/hosts/0", "spec.gateway.ingress.tls[0].hosts[0]"),
+    ("/spec/gateway/ingress/tls/0/secretName", "spec.gateway.ingress.tls[0].secretName"),
+    ("/spec/applicationTemplate/volumeMounts/0/subPath", "spec.applicationTemplate.volumeMounts[0].subPath"),
+    ("/spec/applications/chat/nodeSelector/pool", "spec.applications.chat.nodeSelector.pool"),
+];
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases() / 10, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn a_hostile_string_in_a_field_with_syntax_is_rejected_there_or_changes_nothing_else(slot in 0..SYNTAX_SLOTS.len(), string in hostile_string()) {
+        let (pointer, field) = SYNTAX_SLOTS[slot];
+        let mut cr = cr_with(&vec!["x".to_string(); slots()]);
+        *cr.pointer_mut(pointer).unwrap() = Value::String(string.clone());
+        let outcome = model_orchestra::input::from_value(&cr).map_err(model_orchestra::error::RenderError::from).and_then(|mo| model_orchestra::render(chart(), &mo, "default"));
+        match outcome {
+            Err(model_orchestra::error::RenderError::Input(e)) => prop_assert!(e.field.starts_with(field), "rejected at {} instead of {field}: {}", e.field, e.message),
+            Err(e) => prop_assert!(false, "not an input error: {e}"),
+            Ok(objects) => prop_assert_eq!(&shapes(&objects), baseline_shapes()),
+        }
     }
 }
 

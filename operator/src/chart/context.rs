@@ -15,12 +15,13 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use super::names::{self, check_generated, is_dns_label, is_dns_subdomain, is_label_value, is_qualified_name};
+use super::names::{self, check_generated};
 use super::resolve::{ApplicationValues, GatewayValues, IngressSettings, PodValues, Resolved};
 use super::values::snake_case;
 use super::{Chart, Component};
 use crate::api::{Device, IngressTls, PullPolicy, ScalingSpec, ServiceType};
 use crate::error::{InputError, RenderError};
+use crate::validate::names::{is_dns_label, is_dns_subdomain, is_label_value, MAX_LABEL};
 
 /// The label naming who manages an object; the operator prunes only objects carrying it.
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
@@ -234,7 +235,6 @@ pub(super) fn build(chart: &Chart, release: &str, namespace: &str, values: &Reso
     if !is_dns_subdomain(&sa_name) {
         return Err(InputError::new("spec.serviceAccount.name", format!("`{sa_name}` is not a valid ServiceAccount name (DNS subdomain)")).into());
     }
-    check_annotations(&sa.annotations, "spec.serviceAccount.annotations")?;
 
     let gateway_name = format!("{fullname}-gateway");
     check_generated(&gateway_name, if values.fullname_override.is_empty() { "metadata.name" } else { "spec.fullnameOverride" })?;
@@ -295,30 +295,6 @@ fn check_release(release: &str, namespace: &str) -> Result<(), InputError> {
     Ok(())
 }
 
-fn check_labels(labels: &BTreeMap<String, String>, field: &str) -> Result<(), InputError> {
-    for (k, v) in labels {
-        if !is_qualified_name(k) {
-            return Err(InputError::new(format!("{field}.{k}"), "not a valid label key ([prefix/]name)"));
-        }
-        if !is_label_value(v) {
-            return Err(InputError::new(
-                format!("{field}.{k}"),
-                format!("`{v}` is not a valid label value (≤63 of A-Z a-z 0-9 - _ ., starting and ending alphanumeric)"),
-            ));
-        }
-    }
-    Ok(())
-}
-
-fn check_annotations(annotations: &BTreeMap<String, String>, field: &str) -> Result<(), InputError> {
-    for k in annotations.keys() {
-        if !is_qualified_name(k) {
-            return Err(InputError::new(format!("{field}.{k}"), "not a valid annotation key ([prefix/]name)"));
-        }
-    }
-    Ok(())
-}
-
 /// Labels, selector, pod labels and pod annotations of a component.
 struct PodMetadata {
     labels: BTreeMap<String, String>,
@@ -327,9 +303,7 @@ struct PodMetadata {
     pod_annotations: BTreeMap<String, String>,
 }
 
-fn pod_metadata(common: &BTreeMap<String, String>, component: &str, pod: &PodValues, config_yaml: &str, field: &str) -> Result<PodMetadata, InputError> {
-    check_labels(&pod.pod_labels, &format!("{field}.podLabels"))?;
-    check_annotations(&pod.pod_annotations, &format!("{field}.podAnnotations"))?;
+fn pod_metadata(common: &BTreeMap<String, String>, component: &str, pod: &PodValues, config_yaml: &str) -> PodMetadata {
     let mut labels = common.clone();
     labels.insert("app.kubernetes.io/component".into(), component.to_string());
     let selector: BTreeMap<String, String> = ["app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/component"]
@@ -343,7 +317,7 @@ fn pod_metadata(common: &BTreeMap<String, String>, component: &str, pod: &PodVal
     pod_labels.extend(selector.clone());
     let mut pod_annotations = pod.pod_annotations.clone();
     pod_annotations.insert(CONFIG_CHECKSUM_ANNOTATION.into(), hex_sha256(config_yaml));
-    Ok(PodMetadata { labels, selector, pod_labels, pod_annotations })
+    PodMetadata { labels, selector, pod_labels, pod_annotations }
 }
 
 fn hex_sha256(text: &str) -> String {
@@ -375,6 +349,17 @@ fn snake_keys(config: &impl Serialize) -> Map<String, Value> {
     }
 }
 
+/// The most a ConfigMap holds (the API server refuses more).
+const MAX_CONFIG_MAP_BYTES: usize = 1024 * 1024;
+
+/// A config.yaml that fits its ConfigMap, or an error on the values that made it.
+fn fits(config: String, field: &str) -> Result<String, InputError> {
+    if config.len() > MAX_CONFIG_MAP_BYTES {
+        return Err(InputError::new(field, format!("config.yaml would be {} bytes; a ConfigMap holds at most {MAX_CONFIG_MAP_BYTES}", config.len())));
+    }
+    Ok(config)
+}
+
 fn config_yaml(server_config: Map<String, Value>, readers: Map<String, Value>) -> String {
     let mut server = Map::new();
     server.insert("server_config".into(), Value::Object(server_config));
@@ -391,7 +376,6 @@ fn ingress(settings: &IngressSettings, name: &str, service_ports: &[ServicePort]
     if !settings.enabled {
         return Ok(None);
     }
-    check_annotations(&settings.annotations, &format!("{field}.ingress.annotations"))?;
     let Some(first) = service_ports.first() else {
         return Err(InputError::new(format!("{field}.service.ports"), "an enabled ingress needs at least one service port to route to"));
     };
@@ -455,8 +439,8 @@ fn gateway_component<'a>(gw: &'a GatewayValues, name: &str, common: &BTreeMap<St
     if !pod.env.iter().any(|e| e.name == REQUIRED_APP_ENV[0].0) {
         env.push(env_var(REQUIRED_APP_ENV[0]));
     }
-    let config = config_yaml(snake_keys(&gw.config), Map::new());
-    let m = pod_metadata(common, "gateway", pod, &config, field)?;
+    let config = fits(config_yaml(snake_keys(&gw.config), Map::new()), "spec.gateway.config")?;
+    let m = pod_metadata(common, "gateway", pod, &config);
     Ok(ComponentContext {
         meta: Meta { name: name.to_string(), labels: m.labels },
         name: name.to_string(),
@@ -533,7 +517,7 @@ fn application_component<'a>(
     let name = format!("{}-{}", ctx.fullname, app.key);
     check_generated(&name, ctx.field)?;
     let component = format!("application-{}", app.key);
-    if component.len() > names::MAX_LABEL {
+    if component.len() > MAX_LABEL {
         return Err(InputError::new(ctx.field, format!("the component label `{component}` would exceed 63 characters: use an application name of at most 51")));
     }
 
@@ -541,14 +525,13 @@ fn application_component<'a>(
     reader.insert("internal_gateway_ip".into(), Value::String(ctx.gateway_name.to_string()));
     let mut server = Map::new();
     server.insert("internal_port".into(), Value::from(ctx.internal_port));
-    let config = config_yaml(server, Map::from_iter([(app.key.clone(), Value::Object(reader))]));
+    let config = fits(config_yaml(server, Map::from_iter([(app.key.clone(), Value::Object(reader))])), &format!("{}.readerConfig", ctx.field))?;
 
     let pod = &app.pod;
-    let m = pod_metadata(common, &component, pod, &config, ctx.field)?;
+    let m = pod_metadata(common, &component, pod, &config);
     let (resources, tolerations) = gpu_rules(app);
 
     let scaler = if app.scaling.enabled {
-        check_annotations(&app.scaling.annotations, &format!("{}.scaling.annotations", ctx.field))?;
         let target = app.scaling.metric_target.to_string();
         let mut metadata = BTreeMap::new();
         metadata.insert("scalerAddress".to_string(), format!("{}.{}.svc.cluster.local:{}", ctx.gateway_name, ctx.namespace, ctx.internal_port));

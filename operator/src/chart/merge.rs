@@ -117,7 +117,23 @@ macro_rules! kubernetes {
     };
 }
 
-kubernetes!(Probe, PodSecurityContext, SecurityContext, Affinity, k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscalerBehavior);
+kubernetes!(PodSecurityContext, SecurityContext, Affinity, k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscalerBehavior);
+
+/// A probe merges field by field, except its handler: a probe that names a handler
+/// (`exec`, `httpGet`, `tcpSocket`, `grpc`) replaces the base's. Helm's merge would keep
+/// both, and the API server refuses a probe with two handlers ("may not specify more than
+/// 1 handler type"), so no working values depended on that.
+impl Merge for Probe {
+    fn merge_from(&mut self, overlay: Self) {
+        if overlay.exec.is_some() || overlay.http_get.is_some() || overlay.tcp_socket.is_some() || overlay.grpc.is_some() {
+            self.exec = None;
+            self.http_get = None;
+            self.tcp_socket = None;
+            self.grpc = None;
+        }
+        k8s_openapi::DeepMerge::merge_from(self, overlay);
+    }
+}
 
 /// `limits` and `requests` merge by resource name; `claims`, a list, is replaced (Kubernetes'
 /// own merge would merge it by name).
@@ -204,6 +220,13 @@ mod tests {
     #[test]
     fn an_absent_or_null_overlay_keeps_the_base() {
         agrees(json!({"replicaCount": 2, "readerConfig": {"modelName": "m", "custom": {"x": 1}}}), json!({"readerConfig": {"custom": null, "other": null}}));
+    }
+
+    #[test]
+    fn a_probe_with_another_handler_replaces_the_handler_and_keeps_the_timings() {
+        let mut base: Probe = serde_json::from_value(json!({"httpGet": {"path": "/h", "port": 1}, "periodSeconds": 5})).unwrap();
+        Merge::merge_from(&mut base, serde_json::from_value(json!({"tcpSocket": {"port": 2}})).unwrap());
+        assert_eq!(serde_json::to_value(&base).unwrap(), json!({"tcpSocket": {"port": 2}, "periodSeconds": 5}));
     }
 
     #[test]

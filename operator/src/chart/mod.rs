@@ -24,7 +24,6 @@ use crate::error::RenderError;
 
 pub use component::Component;
 pub use context::{MANAGED_BY, MANAGED_BY_LABEL};
-pub use names::{is_dns_label, is_dns_subdomain};
 pub use render::{to_yaml_stream, RenderedObject};
 
 static EMBEDDED: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/../charts/model-orchestra");

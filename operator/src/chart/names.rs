@@ -3,9 +3,7 @@
 //! make two objects collide.
 
 use crate::error::InputError;
-
-/// Longest DNS label (RFC 1123), label value, and Service / container name.
-pub const MAX_LABEL: usize = 63;
+use crate::validate::names::{is_dns_label, MAX_LABEL};
 
 /// Helm's `fullname`: `fullnameOverride`; else the release name if it already contains the
 /// chart name; else `<release>-<chart name>`; cut to 63 characters without a trailing `-`.
@@ -26,39 +24,6 @@ pub fn fullname(release: &str, chart_name: &str, name_override: &str, fullname_o
 fn trunc63(s: &str) -> String {
     let cut: String = s.chars().take(MAX_LABEL).collect();
     cut.trim_end_matches('-').to_string()
-}
-
-/// RFC 1123 label: lower-case alphanumerics and `-`, starting and ending alphanumeric.
-pub fn is_dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= MAX_LABEL
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-}
-
-/// RFC 1123 subdomain: dot-separated labels, at most 253 characters.
-pub fn is_dns_subdomain(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns_label)
-}
-
-/// A label value: empty, or ≤63 of `[A-Za-z0-9_.-]` starting and ending alphanumeric.
-pub fn is_label_value(s: &str) -> bool {
-    s.is_empty()
-        || (s.len() <= MAX_LABEL
-            && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-            && s.as_bytes()[0].is_ascii_alphanumeric()
-            && s.as_bytes()[s.len() - 1].is_ascii_alphanumeric())
-}
-
-/// A label or annotation key: `[prefix/]name`, prefix a DNS subdomain, name like a
-/// non-empty label value.
-pub fn is_qualified_name(s: &str) -> bool {
-    let (prefix, name) = match s.rsplit_once('/') {
-        Some((p, n)) => (Some(p), n),
-        None => (None, s),
-    };
-    prefix.is_none_or(is_dns_subdomain) && !name.is_empty() && is_label_value(name)
 }
 
 /// Checks that a generated object name fits a DNS label; `field` is what the user changes.
@@ -102,16 +67,5 @@ mod tests {
         assert_eq!(fullname("prod", "model-orchestra", "x", "custom"), "custom");
         let long = format!("{}-b", "a".repeat(62));
         assert_eq!(fullname("r", "c", "", &long), "a".repeat(62));
-    }
-
-    #[test]
-    fn label_syntax() {
-        assert!(is_dns_label("hello-world"));
-        assert!(!is_dns_label("Hello"));
-        assert!(!is_dns_label("-a"));
-        assert!(is_label_value("NVIDIA-GeForce-RTX-3060"));
-        assert!(!is_label_value("a b"));
-        assert!(is_qualified_name("nvidia.com/gpu.product"));
-        assert!(!is_qualified_name("bad key"));
     }
 }

@@ -44,6 +44,7 @@ impl Chart {
     /// Renders the objects for a ModelOrchestra named `release` in `namespace`.
     pub fn render(&self, release: &str, namespace: &str, spec: &ModelOrchestraSpec) -> Result<Vec<RenderedObject>, RenderError> {
         let values = super::resolve::resolve(&self.defaults, spec)?;
+        crate::validate::resolved(&values, spec)?;
         let context::Built { context, components } = context::build(self, release, namespace, &values)?;
         // A component's objects carry its name; the ServiceAccount belongs to the release.
         let by_name: std::collections::HashMap<&str, &Component> = components.iter().map(|(n, c)| (n.as_str(), c)).collect();

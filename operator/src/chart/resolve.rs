@@ -118,6 +118,19 @@ pub struct ScalingSettings {
     pub spec: ScalingSpec,
 }
 
+/// An extended resource (`nvidia.com/gpu`) cannot be overcommitted: the API server refuses
+/// a request without an equal limit. A request without a limit means that many, so the
+/// request becomes the limit too.
+fn extended_limits_from_requests(resources: &mut ResourceRequirements) {
+    let Some(requests) = &resources.requests else { return };
+    let extended = requests.iter().filter(|(name, _)| name.contains('/') && !name.starts_with("kubernetes.io/"));
+    let missing: Vec<_> =
+        extended.filter(|(name, _)| resources.limits.as_ref().is_none_or(|l| !l.contains_key(*name))).map(|(n, q)| (n.clone(), q.clone())).collect();
+    if !missing.is_empty() {
+        resources.limits.get_or_insert_with(Default::default).extend(missing);
+    }
+}
+
 /// A value `values.yaml` must provide.
 fn required<T>(value: Option<T>, path: &str) -> Result<T, RenderError> {
     value.ok_or_else(|| RenderError::chart("values.yaml", format!("`{path}` has no default: every value the chart renders needs one in values.yaml")))
@@ -155,7 +168,11 @@ macro_rules! pod_values {
                 hosts: required(ingress.hosts, &format!("{at}.ingress.hosts"))?,
                 tls: required(ingress.tls, &format!("{at}.ingress.tls"))?,
             },
-            resources: required(c.resources, &format!("{at}.resources"))?,
+            resources: {
+                let mut r = required(c.resources, &format!("{at}.resources"))?;
+                extended_limits_from_requests(&mut r);
+                r
+            },
             liveness_probe: required(c.liveness_probe, &format!("{at}.livenessProbe"))?,
             readiness_probe: required(c.readiness_probe, &format!("{at}.readinessProbe"))?,
             volumes: required(c.volumes, &format!("{at}.volumes"))?,

@@ -31,6 +31,7 @@ use model_orchestra::kinds::Kind;
 use model_orchestra::manifests::deploy::DeployOptions;
 use serde_json::{json, Value};
 
+#[allow(unused_imports)]
 pub use local_cluster::proxy::Faults;
 
 pub const FIELD_MANAGER: &str = "model-orchestra-operator";

@@ -24,19 +24,32 @@ GOFLAGS="$(go env GOFLAGS) -modcacherw"
 export GOFLAGS
 export CGO_ENABLED=0
 
-# Kubernetes stamps its version into component-base; without it /version says v0.0.0-master.
-k8s_version() { (cd "$root/tools/k8s" && go list -m -f '{{.Version}}' k8s.io/kubernetes); }
+# The pinned version of a module's dependency, to stamp into the program (without it,
+# kube-apiserver's /version says v0.0.0-master and `opm version` says unknown).
+pinned() { (cd "$root/tools/$1" && go list -m -f '{{.Version}}' "$2"); }
 
 # Per module: the build tags and linker flags its programs need.
 settings() {
   case "$1" in
     k8s)
-      local v; v=$(k8s_version)
+      local v; v=$(pinned k8s k8s.io/kubernetes)
       local minor; minor=$(echo "$v" | cut -d. -f2)
       echo "tags= ldflags=-s -w -X k8s.io/component-base/version.gitVersion=$v -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
       ;;
     # opm, operator-sdk and OLM use containers/image: without this tag it needs gpgme (cgo).
-    opm | operator-sdk | olm) echo "tags=containers_image_openpgp ldflags=-s -w" ;;
+    opm)
+      local v; v=$(pinned opm github.com/operator-framework/operator-registry)
+      echo "tags=containers_image_openpgp ldflags=-s -w -X github.com/operator-framework/operator-registry/cmd/opm/version.opmVersion=$v"
+      ;;
+    operator-sdk)
+      local v; v=$(pinned operator-sdk github.com/operator-framework/operator-sdk)
+      local pkg=github.com/operator-framework/operator-sdk/internal/version
+      echo "tags=containers_image_openpgp ldflags=-s -w -X $pkg.Version=$v -X $pkg.GitVersion=$v"
+      ;;
+    olm)
+      local v; v=$(pinned olm github.com/operator-framework/operator-controller)
+      echo "tags=containers_image_openpgp ldflags=-s -w -X github.com/operator-framework/operator-controller/internal/shared/version.version=$v"
+      ;;
     *) echo "tags= ldflags=-s -w" ;;
   esac
 }
@@ -53,6 +66,15 @@ extract() {
       prom=$(cd "$dir" && go mod download -json github.com/prometheus-operator/prometheus-operator | sed -n 's/.*"Dir": "\(.*\)",/\1/p')
       cp "$keda/config/crd/bases/keda.sh_scaledobjects.yaml" "$out/"
       cp "$prom/example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml" "$out/"
+      chmod u+w "$out"/*.yaml
+      ;;
+    olm)
+      # OLM v1's own CRDs (ClusterCatalog, ClusterExtension), which cluster/src/olm.rs installs.
+      local src out="$share/olm"
+      mkdir -p "$out"
+      src=$(cd "$root/tools/olm" && go mod download -json github.com/operator-framework/operator-controller | sed -n 's/.*"Dir": "\(.*\)",/\1/p')
+      cp "$src/config/base/catalogd/crd/bases/olm.operatorframework.io_clustercatalogs.yaml" "$out/"
+      cp "$src/config/base/operator-controller/crd/bases/olm.operatorframework.io_clusterextensions.yaml" "$out/"
       chmod u+w "$out"/*.yaml
       ;;
   esac

@@ -21,7 +21,8 @@ pub fn crd() -> Value {
 /// Returns every violation.
 pub fn check_compatible(new: &Value, bundles_dir: &Path) -> Vec<String> {
     let mut problems = Vec::new();
-    let storage: Vec<&str> = new["spec"]["versions"].as_array().into_iter().flatten().filter(|v| v["storage"] == true).filter_map(|v| v["name"].as_str()).collect();
+    let storage: Vec<&str> =
+        new["spec"]["versions"].as_array().into_iter().flatten().filter(|v| v["storage"] == true).filter_map(|v| v["name"].as_str()).collect();
     if storage.len() != 1 {
         problems.push(format!("the new CRD must mark exactly one version as storage, it marks {}: {storage:?}", storage.len()));
     }
@@ -51,7 +52,8 @@ pub fn check_compatible(new: &Value, bundles_dir: &Path) -> Vec<String> {
         for v in old["spec"]["versions"].as_array().into_iter().flatten().filter(|v| v["storage"] == true) {
             let name = v["name"].as_str().unwrap_or_default();
             if !listed.contains(&name) {
-                problems.push(format!("bundles/{release}: CRD version {name} was the storage version and must stay in spec.versions (it may stop being served)"));
+                problems
+                    .push(format!("bundles/{release}: CRD version {name} was the storage version and must stay in spec.versions (it may stop being served)"));
             }
         }
         for v in old["spec"]["versions"].as_array().into_iter().flatten().filter(|v| v["served"] == true) {
@@ -88,11 +90,26 @@ fn schema_compatible(old: &Value, new: &Value, release: &str, path: &str, proble
         }
         _ => {}
     }
-    for (bound, lower) in [("minimum", true), ("minLength", true), ("minItems", true), ("minProperties", true), ("maximum", false), ("maxLength", false), ("maxItems", false), ("maxProperties", false)] {
+    for (bound, lower) in [
+        ("minimum", true),
+        ("minLength", true),
+        ("minItems", true),
+        ("minProperties", true),
+        ("maximum", false),
+        ("maxLength", false),
+        ("maxItems", false),
+        ("maxProperties", false),
+    ] {
         let (o, n) = (old[bound].as_f64(), new[bound].as_f64());
         let tighter = match (o, n) {
             (None, Some(_)) => true,
-            (Some(o), Some(n)) => if lower { n > o } else { n < o },
+            (Some(o), Some(n)) => {
+                if lower {
+                    n > o
+                } else {
+                    n < o
+                }
+            }
             _ => false,
         };
         if tighter {

@@ -9,8 +9,8 @@ use bundle_tool::bundle::validate::{validate, Severity};
 use bundle_tool::bundle::CrdMode;
 use bundle_tool::catalog::source::{Origin as SourceOrigin, Sources};
 use bundle_tool::image::auth::Credentials;
-use bundle_tool::subscriptions::{Olm, SubscriptionOptions};
 use bundle_tool::image::registry::{connect, Access, PulledImage};
+use bundle_tool::subscriptions::{Olm, SubscriptionOptions};
 use clap::{Parser, Subcommand, ValueEnum};
 
 #[derive(Parser)]
@@ -330,7 +330,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 OlmArg::V1 => Olm::V1,
                 OlmArg::V0 => Olm::V0,
             };
-            let (header, objects) = bundle_tool::subscriptions::manifests(&SubscriptionOptions { catalog_image, channel, namespace, olm, package, catalog_name, image_serves })?;
+            let (header, objects) =
+                bundle_tool::subscriptions::manifests(&SubscriptionOptions { catalog_image, channel, namespace, olm, package, catalog_name, image_serves })?;
             eprint!("{header}");
             print!("{}", bundle_tool::subscriptions::to_yaml(&header, &objects));
         }

@@ -34,8 +34,11 @@ pub struct SubscriptionOptions {
 pub fn routing_of(channel: &str) -> Option<String> {
     let (_, version) = channel.rsplit_once("-v")?;
     let major = version.split('.').next()?;
-    (!major.is_empty() && major.chars().all(|c| c.is_ascii_digit()) && version.split('.').count() <= 2 && version.split('.').all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit())))
-        .then(|| format!("v{major}"))
+    (!major.is_empty()
+        && major.chars().all(|c| c.is_ascii_digit())
+        && version.split('.').count() <= 2
+        && version.split('.').all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit())))
+    .then(|| format!("v{major}"))
 }
 
 /// The manifests, as one multi-document YAML stream with a header naming the label.

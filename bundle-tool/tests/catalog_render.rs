@@ -37,7 +37,11 @@ fn the_checked_in_project_catalog_is_what_the_template_renders_to() {
 fn two_bundles(work: &Path) -> (std::path::PathBuf, String) {
     let meta = repo("config/manifests/metadata.yaml");
     for v in ["1.0.0", "1.1.0"] {
-        run(tool().args(["bundle", "generate", "--version", v, "--crd-mode", "owned", "--image", "registry.example.com/op", "--metadata"]).arg(&meta).arg("--output").arg(work.join("bundles")));
+        run(tool()
+            .args(["bundle", "generate", "--version", v, "--crd-mode", "owned", "--image", "registry.example.com/op", "--metadata"])
+            .arg(&meta)
+            .arg("--output")
+            .arg(work.join("bundles")));
     }
     let template = "schema: olm.semver\ngenerateMajorChannels: true\nstable:\n  bundles:\n  - image: registry.example.com/op-bundle:v1.0.0\n  - image: registry.example.com/op-bundle:v1.1.0\n".to_string();
     (work.join("bundles"), template)
@@ -80,8 +84,14 @@ fn json_output_uses_opm_field_order_and_four_space_indents() {
     let work = Temp::new("render-json");
     let (bundles, template) = two_bundles(&work.0);
     let json = render(&template, &work.0.join("t.yaml"), &bundles).to_json();
-    assert!(json.starts_with("{\n    \"schema\": \"olm.package\",\n    \"name\": \"model-orchestra-operator\",\n    \"defaultChannel\": \"stable-v1\","), "{}", &json[..200]);
-    assert!(json.contains("{\n    \"schema\": \"olm.channel\",\n    \"name\": \"stable-v1\",\n    \"package\": \"model-orchestra-operator\",\n    \"entries\": ["));
+    assert!(
+        json.starts_with("{\n    \"schema\": \"olm.package\",\n    \"name\": \"model-orchestra-operator\",\n    \"defaultChannel\": \"stable-v1\","),
+        "{}",
+        &json[..200]
+    );
+    assert!(
+        json.contains("{\n    \"schema\": \"olm.channel\",\n    \"name\": \"stable-v1\",\n    \"package\": \"model-orchestra-operator\",\n    \"entries\": [")
+    );
     // Every document parses back to the same catalog.
     let mut again = bundle_tool::catalog::fbc::Catalog::default();
     bundle_tool::catalog::fbc::load_text(&json, Path::new("c.json"), &mut again).unwrap();

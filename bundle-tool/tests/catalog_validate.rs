@@ -1,7 +1,12 @@
 //! `catalog validate`: a valid catalog passes, and one broken catalog per `opm validate`
-//! rule fails naming the object and the rule.
+//! rule fails naming the object and the rule. The real `opm validate` is asked about each
+//! catalog too, and must agree.
+
+mod support;
 
 use std::path::Path;
+
+use support::oracle::{outcome, Home};
 
 use bundle_tool::catalog::fbc::{load_text, Catalog};
 use bundle_tool::catalog::validate::{validate, Finding};
@@ -32,7 +37,10 @@ fn channel(name: &str, entries: &str) -> String {
 
 /// acme.v1.0.0 ← acme.v1.1.0 (replaces) in stable-v1.
 fn valid() -> String {
-    PACKAGE.to_string() + &channel("stable-v1", "- name: acme.v1.0.0\n- name: acme.v1.1.0\n  replaces: acme.v1.0.0\n") + &bundle("acme.v1.0.0", "1.0.0") + &bundle("acme.v1.1.0", "1.1.0")
+    PACKAGE.to_string()
+        + &channel("stable-v1", "- name: acme.v1.0.0\n- name: acme.v1.1.0\n  replaces: acme.v1.0.0\n")
+        + &bundle("acme.v1.0.0", "1.0.0")
+        + &bundle("acme.v1.1.0", "1.1.0")
 }
 
 fn check(text: &str) -> Vec<Finding> {
@@ -41,7 +49,31 @@ fn check(text: &str) -> Vec<Finding> {
     validate(&catalog)
 }
 
+/// `opm validate` of a catalog directory holding `text`: Ok, or its complaint.
+fn opm_validate(text: &str) -> Result<String, String> {
+    let dir = tempdir();
+    let home = Home::new(&format!("catalog-validate-{}", dir.file_name().unwrap().to_string_lossy()));
+    std::fs::create_dir_all(dir.join("acme")).unwrap();
+    std::fs::write(dir.join("acme/catalog.yaml"), text).unwrap();
+    let verdict = outcome(&home.opm().arg("validate").arg(&dir).output().expect("run opm"));
+    std::fs::remove_dir_all(&dir).ok();
+    verdict
+}
+
+fn tempdir() -> std::path::PathBuf {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    std::env::temp_dir().join(format!("bt-catalog-validate-{}-{n}", std::process::id()))
+}
+
+fn assert_opm_accepts(text: &str) {
+    if let Err(e) = opm_validate(text) {
+        panic!("opm validate rejects the catalog bundle-tool accepts: {e}\n{text}");
+    }
+}
+
 fn assert_rule(text: &str, rule: &str, message: &str) {
+    assert!(opm_validate(text).is_err(), "opm validate accepts the catalog that breaks [{rule}]:\n{text}");
     let findings = check(text);
     assert!(
         findings.iter().any(|f| f.rule == rule && f.to_string().contains(message)),
@@ -53,6 +85,7 @@ fn assert_rule(text: &str, rule: &str, message: &str) {
 #[test]
 fn a_valid_catalog_has_no_findings() {
     assert_eq!(check(&valid()), vec![]);
+    assert_opm_accepts(&valid());
 }
 
 #[test]
@@ -61,6 +94,8 @@ fn the_rendered_project_catalog_is_valid() {
     let catalog = bundle_tool::catalog::fbc::load_dir(dir).unwrap();
     assert_eq!(validate(&catalog), vec![]);
     assert_eq!(catalog.packages.len(), 1);
+    let home = Home::new("catalog-validate-project");
+    outcome(&home.opm().arg("validate").arg(dir).output().unwrap()).expect("opm validate accepts catalog/configs");
 }
 
 #[test]
@@ -68,6 +103,7 @@ fn a_document_without_schema_is_refused_at_load() {
     let mut catalog = Catalog::default();
     let err = load_text("name: acme\n", Path::new("x.yaml"), &mut catalog).unwrap_err().to_string();
     assert!(err.contains("missing root schema field") && err.contains("x.yaml (document 1)"), "{err}");
+    assert!(opm_validate("name: acme\n").is_err(), "opm validate accepts a document without schema");
 }
 
 #[test]
@@ -87,7 +123,11 @@ fn the_default_channel_must_exist() {
 
 #[test]
 fn a_channel_must_belong_to_a_known_package() {
-    assert_rule(&(valid() + "---\nschema: olm.channel\nname: fast-v1\npackage: other\nentries:\n- name: acme.v1.0.0\n"), "channel-package", "unknown package \"other\"");
+    assert_rule(
+        &(valid() + "---\nschema: olm.channel\nname: fast-v1\npackage: other\nentries:\n- name: acme.v1.0.0\n"),
+        "channel-package",
+        "unknown package \"other\"",
+    );
 }
 
 #[test]
@@ -97,7 +137,11 @@ fn channel_names_are_unique_in_a_package() {
 
 #[test]
 fn a_channel_lists_each_bundle_once() {
-    assert_rule(&valid().replace("- name: acme.v1.0.0\n- name", "- name: acme.v1.0.0\n- name: acme.v1.0.0\n- name"), "entry-unique", "duplicate entry \"acme.v1.0.0\"");
+    assert_rule(
+        &valid().replace("- name: acme.v1.0.0\n- name", "- name: acme.v1.0.0\n- name: acme.v1.0.0\n- name"),
+        "entry-unique",
+        "duplicate entry \"acme.v1.0.0\"",
+    );
 }
 
 #[test]
@@ -157,7 +201,10 @@ fn a_channel_has_exactly_one_head() {
 #[test]
 fn a_replaces_cycle_below_the_head_is_detected() {
     let text = PACKAGE.to_string()
-        + &channel("stable-v1", "- name: acme.v1.0.0\n  replaces: acme.v1.1.0\n- name: acme.v1.1.0\n  replaces: acme.v1.0.0\n- name: acme.v1.2.0\n  replaces: acme.v1.1.0\n")
+        + &channel(
+            "stable-v1",
+            "- name: acme.v1.0.0\n  replaces: acme.v1.1.0\n- name: acme.v1.1.0\n  replaces: acme.v1.0.0\n- name: acme.v1.2.0\n  replaces: acme.v1.1.0\n",
+        )
         + &bundle("acme.v1.0.0", "1.0.0")
         + &bundle("acme.v1.1.0", "1.1.0")
         + &bundle("acme.v1.2.0", "1.2.0");
@@ -177,13 +224,16 @@ fn a_bundle_off_the_replaces_chain_and_not_skipped_is_stranded() {
     assert_rule(&text, "no-stranded", "stranded bundles: acme.v1.1.0");
     let skipped = text.replace("skips: [acme.v1.1.5]", "skips: [acme.v1.1.5, acme.v1.1.0]");
     assert_eq!(check(&skipped), vec![], "a skipped bundle is not stranded");
+    assert_opm_accepts(&skipped);
 }
 
 #[test]
 fn skip_entries_and_skip_ranges_must_be_well_formed() {
     assert_rule(&valid().replace("  replaces: acme.v1.0.0\n", "  replaces: acme.v1.0.0\n  skips: ['']\n"), "skips", "empty skips item");
     assert_rule(&valid().replace("  replaces: acme.v1.0.0\n", "  replaces: acme.v1.0.0\n  skipRange: '>=1.0 <1.1.0'\n"), "skip-range", "does not parse");
-    assert_eq!(check(&valid().replace("  replaces: acme.v1.0.0\n", "  replaces: acme.v1.0.0\n  skipRange: '>=1.0.0 <1.1.0 || =0.9.0'\n")), vec![]);
+    let ranged = valid().replace("  replaces: acme.v1.0.0\n", "  replaces: acme.v1.0.0\n  skipRange: '>=1.0.0 <1.1.0 || =0.9.0'\n");
+    assert_eq!(check(&ranged), vec![]);
+    assert_opm_accepts(&ranged);
 }
 
 #[test]
@@ -197,4 +247,15 @@ fn deprecations_must_reference_objects_of_their_package() {
 #[test]
 fn a_channel_without_entries_is_rejected() {
     assert_rule(&(valid() + "---\nschema: olm.channel\nname: fast-v1\npackage: acme\nentries: []\n"), "channel-bundles", "at least one bundle");
+}
+
+#[test]
+fn a_bundle_needs_an_image_unless_its_objects_are_inlined() {
+    assert_rule(&valid().replace("image: quay.io/acme/bundle:v1.1.0\n", "image: ''\n"), "image", "bundle image must be set");
+    let inlined = valid().replace(
+        "image: quay.io/acme/bundle:v1.1.0\nproperties:\n",
+        "image: ''\nproperties:\n- type: olm.bundle.object\n  value: {data: eyJraW5kIjoiQ29uZmlnTWFwIiwiYXBpVmVyc2lvbiI6InYxIn0=}\n",
+    );
+    assert_eq!(check(&inlined), vec![]);
+    assert_opm_accepts(&inlined);
 }

@@ -46,14 +46,19 @@ fn basic(auth: RegistryAuth) -> Option<(String, String)> {
 #[test]
 fn a_per_registry_credential_helper_is_asked_first() {
     let dir = helpers();
-    let creds = config(&dir, "helpers", r#"{"credHelpers": {"registry.example.com": "pass"}, "auths": {"registry.example.com": {"auth": "aW5saW5lOnVzZXI="}}}"#);
+    let creds =
+        config(&dir, "helpers", r#"{"credHelpers": {"registry.example.com": "pass"}, "auths": {"registry.example.com": {"auth": "aW5saW5lOnVzZXI="}}}"#);
     assert_eq!(basic(auth_for("registry.example.com", &creds).unwrap()), Some(("robot".into(), "s3cret".into())));
 }
 
 #[test]
 fn inline_auths_are_used_when_no_helper_names_the_registry() {
     let dir = helpers();
-    let creds = config(&dir, "inline", r#"{"credHelpers": {"other.example.com": "fails"}, "auths": {"https://registry.example.com/v1/": {"auth": "aW5saW5lOnVzZXI="}}}"#);
+    let creds = config(
+        &dir,
+        "inline",
+        r#"{"credHelpers": {"other.example.com": "fails"}, "auths": {"https://registry.example.com/v1/": {"auth": "aW5saW5lOnVzZXI="}}}"#,
+    );
     assert_eq!(basic(auth_for("registry.example.com", &creds).unwrap()), Some(("inline".into(), "user".into())));
 }
 

@@ -32,11 +32,7 @@ fn template(header: &str, sections: &[(&str, &[&str])]) -> String {
 }
 
 fn facts(sections: &[(&str, &[&str])]) -> BTreeMap<String, BundleFacts> {
-    sections
-        .iter()
-        .flat_map(|(_, vs)| vs.iter())
-        .map(|v| (image(v), BundleFacts { name: name(v), package: PKG.into(), version: v.to_string() }))
-        .collect()
+    sections.iter().flat_map(|(_, vs)| vs.iter()).map(|v| (image(v), BundleFacts { name: name(v), package: PKG.into(), version: v.to_string() })).collect()
 }
 
 fn render(header: &str, sections: &[(&str, &[&str])]) -> Result<Graph, SemverError> {
@@ -76,11 +72,24 @@ const README_STABLE: &[&str] = &["1.0.1"];
 
 #[test]
 fn major_channels_reproduce_the_opm_readme_example() {
-    let g = render("generateMajorChannels: true\ngenerateMinorChannels: false\n", &[("candidate", README_CANDIDATE), ("fast", README_FAST), ("stable", README_STABLE)]).unwrap();
+    let g = render(
+        "generateMajorChannels: true\ngenerateMinorChannels: false\n",
+        &[("candidate", README_CANDIDATE), ("fast", README_FAST), ("stable", README_STABLE)],
+    )
+    .unwrap();
     assert_eq!(names(&g), ["candidate-v0", "candidate-v1", "fast-v0", "fast-v1", "stable-v1"]);
     assert_eq!(
         entries(channel(&g, "candidate-v0")),
-        ["0.1.0", "0.1.1", "0.1.2", "0.1.3 !0.1.0,0.1.1,0.1.2", "0.2.0", "0.2.1", "0.2.2 <0.1.3 !0.1.0,0.1.1,0.1.2,0.2.0,0.2.1", "0.3.0 <0.2.2 !0.1.0,0.1.1,0.1.2,0.1.3,0.2.0,0.2.1"]
+        [
+            "0.1.0",
+            "0.1.1",
+            "0.1.2",
+            "0.1.3 !0.1.0,0.1.1,0.1.2",
+            "0.2.0",
+            "0.2.1",
+            "0.2.2 <0.1.3 !0.1.0,0.1.1,0.1.2,0.2.0,0.2.1",
+            "0.3.0 <0.2.2 !0.1.0,0.1.1,0.1.2,0.1.3,0.2.0,0.2.1"
+        ]
     );
     assert_eq!(entries(channel(&g, "candidate-v1")), ["1.0.0", "1.0.1 !1.0.0", "1.1.0 <1.0.1 !1.0.0"]);
     assert_eq!(entries(channel(&g, "fast-v0")), ["0.2.1", "0.2.2 !0.2.1", "0.3.0 <0.2.2 !0.2.1"]);
@@ -109,7 +118,8 @@ fn both_flags_false_generate_minor_channels() {
 #[test]
 fn both_kinds_give_the_default_to_the_channel_whose_lowest_member_is_highest() {
     // Preference only breaks exact ties: stable-v2.1 (lowest 2.1.0) beats stable-v2 (lowest 2.0.0).
-    let g = render("generateMajorChannels: true\ngenerateMinorChannels: true\ndefaultChannelTypePreference: major\n", &[("stable", &["2.0.0", "2.1.0"])]).unwrap();
+    let g =
+        render("generateMajorChannels: true\ngenerateMinorChannels: true\ndefaultChannelTypePreference: major\n", &[("stable", &["2.0.0", "2.1.0"])]).unwrap();
     assert_eq!(names(&g), ["stable-v2", "stable-v2.0", "stable-v2.1"]);
     assert_eq!(g.default_channel, "stable-v2.1");
     assert_eq!(entries(channel(&g, "stable-v2")), ["2.0.0", "2.1.0 <2.0.0"]);

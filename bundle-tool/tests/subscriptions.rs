@@ -33,14 +33,26 @@ fn olm_v1_gets_a_catalog_and_an_extension_per_major_line_with_its_installer() {
     assert_eq!(ext["spec"]["serviceAccount"]["name"], sa["metadata"]["name"]);
     let role = find(&docs, "ClusterRole");
     let rules = role["rules"].as_array().unwrap();
-    assert!(rules.iter().any(|r| r["resources"].as_array().unwrap().iter().any(|x| x == "modelorchestras")), "the installer holds what the operator's role grants");
+    assert!(
+        rules.iter().any(|r| r["resources"].as_array().unwrap().iter().any(|x| x == "modelorchestras")),
+        "the installer holds what the operator's role grants"
+    );
     assert!(rules.iter().any(|r| r["verbs"].as_array().unwrap().iter().any(|x| x == "escalate")));
     assert_eq!(find(&docs, "ClusterRoleBinding")["subjects"][0]["namespace"], "model-orchestra-v2");
 }
 
 #[test]
 fn olm_v0_gets_a_catalog_source_an_own_namespace_group_and_a_subscription() {
-    let (_, docs) = manifests(&["--catalog-image", "registry.example.com/mo-catalog@sha256:0000000000000000000000000000000000000000000000000000000000000000", "--channel", "fast-v1.3", "--olm", "v0", "--namespace", "mo-one"]);
+    let (_, docs) = manifests(&[
+        "--catalog-image",
+        "registry.example.com/mo-catalog@sha256:0000000000000000000000000000000000000000000000000000000000000000",
+        "--channel",
+        "fast-v1.3",
+        "--olm",
+        "v0",
+        "--namespace",
+        "mo-one",
+    ]);
     let source = find(&docs, "CatalogSource");
     assert_eq!(source["metadata"]["namespace"], "mo-one");
     assert_eq!(source["spec"]["grpcPodConfig"]["extractContent"]["catalogDir"], "/configs", "a scratch catalog is served by OLM's own opm");

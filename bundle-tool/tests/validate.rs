@@ -1,7 +1,12 @@
 //! One broken bundle per validation rule, each failing with its message; and the
-//! generated bundle passing.
+//! generated bundle passing. The real `operator-sdk bundle validate --select-optional
+//! suite=operatorframework` judges each bundle too.
+
+mod support;
 
 use std::path::{Path, PathBuf};
+
+use support::oracle::Home;
 
 use bundle_tool::bundle::generate::{bundle_files, write_bundle, GenerateOptions};
 use bundle_tool::bundle::validate::{validate, Severity};
@@ -49,8 +54,47 @@ fn edit_yaml(path: &Path, f: impl FnOnce(&mut serde_json::Value)) {
     std::fs::write(path, serde_yaml::to_string(&v).unwrap()).unwrap();
 }
 
-/// The bundle fails with an error on `file` whose field and message contain the given text.
+/// operator-sdk's verdict on a bundle directory: (passed, its findings).
+fn operator_sdk(dir: &Path) -> (bool, Vec<String>) {
+    let home = Home::new(&format!("validate-{}", dir.file_name().unwrap().to_string_lossy()));
+    let out =
+        home.operator_sdk().args(["bundle", "validate"]).arg(dir).args(["--select-optional", "suite=operatorframework"]).output().expect("run operator-sdk");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (
+        out.status.success(),
+        text.lines().filter(|l| l.contains("level=error") || l.contains("level=warning") || l.contains("level=fatal")).map(String::from).collect(),
+    )
+}
+
+/// The one warning the generated bundles get, justified in the README: RBAC on
+/// events.k8s.io `events` (the v1 API the operator records events with) is reported as a
+/// use of the removed v1beta1 API, because RBAC rules carry no version.
+fn justified(finding: &str) -> bool {
+    finding.contains("level=warning") && finding.contains("deprecated and removed in v1.25") && finding.contains("Migrate the API(s) for events:")
+}
+
+fn assert_sdk_rejects(d: &Dir) {
+    let (passed, findings) = operator_sdk(&d.0);
+    assert!(!passed, "operator-sdk accepts the bundle bundle-tool rejects:\n{}", findings.join("\n"));
+}
+
+/// The bundle fails with an error on `file` whose field and message contain the given
+/// text, and operator-sdk rejects it too.
 fn assert_error(d: &Dir, file: &str, field: &str, message: &str) {
+    assert_sdk_rejects(d);
+    assert_our_error(d, file, field, message);
+}
+
+/// A rule of bundle-tool's own that operator-sdk does not check (README, "bundle-tool's
+/// stricter rules": what OLM v1 or opm refuse later): bundle-tool errors, operator-sdk
+/// passes the bundle — if it starts rejecting it, this list is out of date.
+fn assert_error_operator_sdk_misses(d: &Dir, file: &str, field: &str, message: &str) {
+    let (passed, findings) = operator_sdk(&d.0);
+    assert!(passed, "operator-sdk now rejects this bundle too; move the case to assert_error:\n{}", findings.join("\n"));
+    assert_our_error(d, file, field, message);
+}
+
+fn assert_our_error(d: &Dir, file: &str, field: &str, message: &str) {
     let findings = validate(&d.0);
     assert!(
         findings.iter().any(|f| f.severity == Severity::Error && f.file == file && f.field.contains(field) && f.message.contains(message)),
@@ -60,14 +104,20 @@ fn assert_error(d: &Dir, file: &str, field: &str, message: &str) {
 }
 
 #[test]
-fn generated_bundles_are_valid_in_both_crd_modes() {
+fn generated_bundles_are_valid_in_both_crd_modes_for_bundle_tool_and_operator_sdk() {
     for mode in [CrdMode::Owned, CrdMode::Shared] {
-        let dir = std::env::temp_dir().join(format!("bt-valid-{}-{}", mode.as_str(), std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        write_bundle(&dir, &bundle_files(&options(mode), &metadata(), &bundle_tool::crds::crd()).unwrap()).unwrap();
-        let d = Dir(dir);
-        let findings = validate(&d.0);
-        assert!(findings.is_empty(), "{mode:?}: {findings:?}");
+        for claim_unlabeled in [false, true] {
+            let dir = std::env::temp_dir().join(format!("bt-valid-{}-{claim_unlabeled}-{}", mode.as_str(), std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            let opts = GenerateOptions { claim_unlabeled, ..options(mode) };
+            write_bundle(&dir, &bundle_files(&opts, &metadata(), &bundle_tool::crds::crd()).unwrap()).unwrap();
+            let d = Dir(dir);
+            let findings = validate(&d.0);
+            assert!(findings.is_empty(), "{mode:?}, claim_unlabeled {claim_unlabeled}: {findings:?}");
+            let (passed, sdk) = operator_sdk(&d.0);
+            let unjustified: Vec<&String> = sdk.iter().filter(|f| !justified(f)).collect();
+            assert!(passed && unjustified.is_empty(), "{mode:?}, claim_unlabeled {claim_unlabeled}: operator-sdk: {}", sdk.join("\n"));
+        }
     }
 }
 
@@ -105,14 +155,14 @@ fn empty_channels_are_an_error() {
 fn a_default_channel_outside_the_channels_is_an_error() {
     let d = bundle("default-channel");
     edit_yaml(&d.0.join("metadata/annotations.yaml"), |v| v["annotations"]["operators.operatorframework.io.bundle.channel.default.v1"] = "beta".into());
-    assert_error(&d, "metadata/annotations.yaml", "channel.default.v1", "not one of the channels");
+    assert_error_operator_sdk_misses(&d, "metadata/annotations.yaml", "channel.default.v1", "not one of the channels");
 }
 
 #[test]
 fn a_package_name_that_is_not_a_dns_label_is_an_error() {
     let d = bundle("package-name");
     edit_yaml(&d.0.join("metadata/annotations.yaml"), |v| v["annotations"]["operators.operatorframework.io.bundle.package.v1"] = "model.orchestra".into());
-    assert_error(&d, "metadata/annotations.yaml", "package.v1", "DNS-1123 label");
+    assert_error_operator_sdk_misses(&d, "metadata/annotations.yaml", "package.v1", "DNS-1123 label");
 }
 
 #[test]
@@ -134,7 +184,7 @@ fn two_objects_in_one_file_are_an_error() {
     let d = bundle("multidoc");
     let p = d.0.join("manifests/extra.yaml");
     std::fs::write(&p, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\n").unwrap();
-    assert_error(&d, "manifests/extra.yaml", "", "2 YAML documents");
+    assert_error_operator_sdk_misses(&d, "manifests/extra.yaml", "", "2 YAML documents");
 }
 
 #[test]
@@ -162,7 +212,7 @@ fn two_csvs_are_an_error() {
 fn a_version_that_is_not_strict_semver_is_an_error() {
     let d = bundle("semver");
     edit_yaml(&csv_path(&d), |v| v["spec"]["version"] = "v1.2".into());
-    assert_error(&d, &format!("manifests/{CSV_FILE}"), "spec.version", "strict semver");
+    assert_error_operator_sdk_misses(&d, &format!("manifests/{CSV_FILE}"), "spec.version", "strict semver");
 }
 
 #[test]
@@ -176,14 +226,16 @@ fn a_csv_name_longer_than_63_characters_is_an_error() {
 fn a_csv_without_all_namespaces_support_is_an_error() {
     let d = bundle("install-modes");
     edit_yaml(&csv_path(&d), |v| v["spec"]["installModes"][3]["supported"] = false.into());
-    assert_error(&d, &format!("manifests/{CSV_FILE}"), "spec.installModes", "AllNamespaces");
+    assert_error_operator_sdk_misses(&d, &format!("manifests/{CSV_FILE}"), "spec.installModes", "AllNamespaces");
 }
 
 #[test]
 fn required_crds_are_an_error_because_olm_v1_refuses_dependencies() {
     let d = bundle("required");
-    edit_yaml(&csv_path(&d), |v| v["spec"]["customresourcedefinitions"]["required"] = serde_json::json!([{"name": "x.example.com", "version": "v1", "kind": "X"}]));
-    assert_error(&d, &format!("manifests/{CSV_FILE}"), "customresourcedefinitions.required", "OLM v1 refuses");
+    edit_yaml(&csv_path(&d), |v| {
+        v["spec"]["customresourcedefinitions"]["required"] = serde_json::json!([{"name": "x.example.com", "version": "v1", "kind": "X"}])
+    });
+    assert_error_operator_sdk_misses(&d, &format!("manifests/{CSV_FILE}"), "customresourcedefinitions.required", "OLM v1 refuses");
 }
 
 #[test]
@@ -214,6 +266,16 @@ fn a_service_account_named_like_the_deployments_is_an_error() {
     let d = bundle("sa");
     std::fs::write(d.0.join("manifests/sa.yaml"), "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: model-orchestra-operator-v1}\n").unwrap();
     assert_error(&d, "manifests/sa.yaml", "metadata.name", "clashes");
+}
+
+#[test]
+fn an_example_of_an_api_the_bundle_does_not_provide_is_an_error() {
+    let d = bundle("alm-provided");
+    edit_yaml(&csv_path(&d), |v| {
+        let examples = v["metadata"]["annotations"]["alm-examples"].as_str().unwrap().replace("\"kind\":\"ModelOrchestra\"", "\"kind\":\"Other\"");
+        v["metadata"]["annotations"]["alm-examples"] = examples.into();
+    });
+    assert_error(&d, &format!("manifests/{CSV_FILE}"), "alm-examples[0]", "example must have a provided API");
 }
 
 #[test]

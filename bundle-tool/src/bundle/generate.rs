@@ -48,11 +48,7 @@ pub fn csv_name(package: &str, version: &semver::Version) -> String {
 pub fn bundle_files(opts: &GenerateOptions, meta: &OperatorMetadata, crd: &Value) -> Result<BTreeMap<String, String>, ToolError> {
     let served: Vec<&str> = crd["spec"]["versions"].as_array().into_iter().flatten().filter_map(|v| v["name"].as_str()).collect();
     if !served.contains(&opts.crd_version.as_str()) {
-        return Err(ToolError::Invalid(format!(
-            "--crd-version {}: the CRD serves {}; pick one of them",
-            opts.crd_version,
-            served.join(", ")
-        )));
+        return Err(ToolError::Invalid(format!("--crd-version {}: the CRD serves {}; pick one of them", opts.crd_version, served.join(", "))));
     }
     let mut channels = opts.channels.clone();
     if channels.is_empty() {
@@ -143,7 +139,9 @@ fn csv(opts: &GenerateOptions, meta: &OperatorMetadata, crd: &Value) -> Value {
         }]});
     }
     let mut annotations = json!({
-        "alm-examples": serde_json::to_string(&json!([example])).expect("JSON"),
+        // An example must be of an API the bundle provides (operator-sdk: "example must
+        // have a provided API"); a shared-mode bundle provides none.
+        "alm-examples": serde_json::to_string(&if opts.crd_mode == CrdMode::Owned { json!([example]) } else { json!([]) }).expect("JSON"),
         "capabilities": "Basic Install",
         "containerImage": image,
         "description": summary,
@@ -178,11 +176,7 @@ pub enum WriteOutcome {
 pub fn write_bundle(dir: &Path, files: &BTreeMap<String, String>) -> Result<WriteOutcome, ToolError> {
     if dir.exists() {
         let existing = read_tree(dir)?;
-        let mut differing: Vec<String> = files
-            .iter()
-            .filter(|(path, content)| existing.get(*path) != Some(*content))
-            .map(|(path, _)| path.clone())
-            .collect();
+        let mut differing: Vec<String> = files.iter().filter(|(path, content)| existing.get(*path) != Some(*content)).map(|(path, _)| path.clone()).collect();
         differing.extend(existing.keys().filter(|p| !files.contains_key(*p)).map(|p| format!("{p} (extra)")));
         if differing.is_empty() {
             return Ok(WriteOutcome::Unchanged);

@@ -129,7 +129,11 @@ fn check_annotations(dir: &Path, r: &mut Report) {
     }
     if let Some(p) = get(annotations::PACKAGE) {
         if !is_dns_label(p) {
-            r.error(file, &format!("annotations.{}", annotations::PACKAGE), format!("{p:?} must be a DNS-1123 label (lowercase alphanumerics and '-', at most 63): catalogs refuse other package names"));
+            r.error(
+                file,
+                &format!("annotations.{}", annotations::PACKAGE),
+                format!("{p:?} must be a DNS-1123 label (lowercase alphanumerics and '-', at most 63): catalogs refuse other package names"),
+            );
         }
     }
     if !dir.join("manifests").is_dir() {
@@ -205,7 +209,11 @@ fn check_objects(objects: &[(String, Value)], r: &mut Report) {
     for (file, obj) in objects.iter().filter(|(_, o)| o["kind"] == "ServiceAccount") {
         if let Some(n) = obj["metadata"]["name"].as_str() {
             if sa_names.contains(n) {
-                r.error(file, "metadata.name", format!("ServiceAccount {n:?} clashes with the CSV deployment's serviceAccountName: OLM creates that account itself"));
+                r.error(
+                    file,
+                    "metadata.name",
+                    format!("ServiceAccount {n:?} clashes with the CSV deployment's serviceAccountName: OLM creates that account itself"),
+                );
             }
         }
     }
@@ -268,10 +276,41 @@ fn check_csv(file: &str, csv: &Value, r: &mut Report) {
         r.error(file, "spec.apiservicedefinitions.owned", "API services are not supported by OLM v1");
     }
     if let Some(examples) = csv["metadata"]["annotations"]["alm-examples"].as_str() {
-        if !serde_json::from_str::<Value>(examples).is_ok_and(|v| v.is_array()) {
-            r.error(file, "metadata.annotations.alm-examples", "must be a JSON array of example objects");
+        match serde_json::from_str::<Value>(examples) {
+            Ok(Value::Array(items)) => {
+                let provided = provided_apis(spec);
+                for (i, example) in items.iter().enumerate() {
+                    let gvk = (example["apiVersion"].as_str().unwrap_or_default().to_string(), example["kind"].as_str().unwrap_or_default().to_string());
+                    if !provided.contains(&gvk) {
+                        r.error(
+                            file,
+                            &format!("metadata.annotations.alm-examples[{i}]"),
+                            format!(
+                                "example must have a provided API: {} {} is not an owned CRD or API service (a shared-mode bundle carries no examples)",
+                                gvk.0, gvk.1
+                            ),
+                        );
+                    }
+                }
+            }
+            _ => r.error(file, "metadata.annotations.alm-examples", "must be a JSON array of example objects"),
         }
     }
+}
+
+/// (apiVersion, kind) of every API the CSV owns: its CRDs and API services.
+fn provided_apis(spec: &Value) -> Vec<(String, String)> {
+    let str_of = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    let crds = spec["customresourcedefinitions"]["owned"].as_array().into_iter().flatten().map(|o| {
+        let group = o["name"].as_str().and_then(|n| n.split_once('.')).map(|(_, g)| g).unwrap_or_default();
+        (format!("{group}/{}", str_of(&o["version"])), str_of(&o["kind"]))
+    });
+    let services = spec["apiservicedefinitions"]["owned"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|a| (format!("{}/{}", str_of(&a["group"]), str_of(&a["version"])), str_of(&a["kind"])));
+    crds.chain(services).collect()
 }
 
 fn check_owned_crds(csv_file: &str, csv: &Value, crds: &[&(String, Value)], r: &mut Report) {

@@ -3,10 +3,11 @@
 //! package, its channels, its bundles (each sorted by name); YAML documents each opened by
 //! `---` with keys sorted (opm goes through JSON to YAML), JSON with four-space indents.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+
+use super::goenc::Node;
 use serde_json::Value;
 
 use crate::error::ToolError;
@@ -110,19 +111,137 @@ fn package_of(v: &Value) -> String {
     v.get("package").and_then(Value::as_str).unwrap_or_default().to_string()
 }
 
-/// One document to write, serialised in struct field order.
-#[derive(Serialize)]
-#[serde(untagged)]
-enum Doc<'a> {
-    Package(&'a Package),
-    Channel(&'a Channel),
-    Bundle(&'a Bundle),
-    Raw(&'a Value),
+impl Icon {
+    fn node(&self) -> Node {
+        Node::object(vec![("base64data", Node::String(self.base64data.clone())), ("mediatype", Node::String(self.mediatype.clone()))])
+    }
+}
+
+impl Package {
+    /// declcfg.Package in Go's field order (icon and description omitted when empty).
+    pub fn node(&self) -> Node {
+        let mut f = vec![
+            ("schema", Node::String(self.schema.clone())),
+            ("name", Node::String(self.name.clone())),
+            ("defaultChannel", Node::String(self.default_channel.clone())),
+        ];
+        if let Some(icon) = &self.icon {
+            f.push(("icon", icon.node()));
+        }
+        if !self.description.is_empty() {
+            f.push(("description", Node::String(self.description.clone())));
+        }
+        Node::object(f)
+    }
+}
+
+impl Channel {
+    /// declcfg.Channel in Go's field order.
+    pub fn node(&self) -> Node {
+        let entries = self
+            .entries
+            .iter()
+            .map(|e| {
+                let mut f = vec![("name", Node::String(e.name.clone()))];
+                if !e.replaces.is_empty() {
+                    f.push(("replaces", Node::String(e.replaces.clone())));
+                }
+                if !e.skips.is_empty() {
+                    f.push(("skips", Node::Array(e.skips.iter().map(|s| Node::String(s.clone())).collect())));
+                }
+                if !e.skip_range.is_empty() {
+                    f.push(("skipRange", Node::String(e.skip_range.clone())));
+                }
+                Node::object(f)
+            })
+            .collect();
+        Node::object(vec![
+            ("schema", Node::String(self.schema.clone())),
+            ("name", Node::String(self.name.clone())),
+            ("package", Node::String(self.package.clone())),
+            ("entries", Node::Array(entries)),
+        ])
+    }
+}
+
+impl Property {
+    /// The value as opm holds it (a json.RawMessage built from Go types): olm.package and
+    /// olm.csv.metadata in their struct field order, anything else with sorted keys.
+    pub fn value_node(&self) -> Node {
+        match self.type_.as_str() {
+            "olm.package" => {
+                let known = self.value.as_object().is_some_and(|m| m.keys().all(|k| matches!(k.as_str(), "packageName" | "version" | "release")));
+                if !known {
+                    return Node::from_value(&self.value);
+                }
+                let mut f = vec![("packageName", Node::from_value(&self.value["packageName"])), ("version", Node::from_value(&self.value["version"]))];
+                if self.value.get("release").is_some_and(|r| r != "") {
+                    f.push(("release", Node::from_value(&self.value["release"])));
+                }
+                Node::object(f)
+            }
+            "olm.csv.metadata" => super::csvmeta::node(&self.value).unwrap_or_else(|_| Node::from_value(&self.value)),
+            _ => Node::from_value(&self.value),
+        }
+    }
+
+    pub fn node(&self) -> Node {
+        Node::object(vec![("type", Node::String(self.type_.clone())), ("value", self.value_node())])
+    }
+
+    /// opm's sort key for a property value: its compact JSON, without HTML escaping.
+    pub fn sort_key(&self) -> String {
+        self.value_node().compact(false)
+    }
+}
+
+impl Bundle {
+    /// declcfg.Bundle in Go's field order.
+    pub fn node(&self) -> Node {
+        let mut f = vec![("schema", Node::String(self.schema.clone()))];
+        if !self.name.is_empty() {
+            f.push(("name", Node::String(self.name.clone())));
+        }
+        if !self.package.is_empty() {
+            f.push(("package", Node::String(self.package.clone())));
+        }
+        f.push(("image", Node::String(self.image.clone())));
+        if !self.properties.is_empty() {
+            f.push(("properties", Node::Array(self.properties.iter().map(Property::node).collect())));
+        }
+        if !self.related_images.is_empty() {
+            let images = self
+                .related_images
+                .iter()
+                .map(|r| Node::object(vec![("name", Node::String(r.name.clone())), ("image", Node::String(r.image.clone()))]))
+                .collect();
+            f.push(("relatedImages", Node::Array(images)));
+        }
+        Node::object(f)
+    }
+}
+
+/// declcfg.Deprecation in Go's field order.
+fn deprecation_node(d: &Value) -> Node {
+    let entries = d["entries"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| {
+            let mut reference = vec![("schema", Node::from_value(&e["reference"]["schema"]))];
+            if e["reference"]["name"].as_str().is_some_and(|n| !n.is_empty()) {
+                reference.push(("name", Node::from_value(&e["reference"]["name"])));
+            }
+            Node::object(vec![("reference", Node::object(reference)), ("message", Node::from_value(&e["message"]))])
+        })
+        .collect();
+    Node::object(vec![("schema", Node::from_value(&d["schema"])), ("package", Node::from_value(&d["package"])), ("entries", Node::Array(entries))])
 }
 
 impl Catalog {
-    /// Documents in opm's write order.
-    fn documents(&self) -> Vec<Doc<'_>> {
+    /// Documents in opm's write order: per package (sorted) the package, its channels and
+    /// its bundles (each sorted by name), its deprecations, then other schemas.
+    pub fn documents(&self) -> Vec<Node> {
         let mut names: Vec<String> = self
             .packages
             .iter()
@@ -136,89 +255,41 @@ impl Catalog {
         names.dedup();
         let mut docs = Vec::new();
         for pkg in names.iter().filter(|n| !n.is_empty()) {
-            let packages = self.packages.iter().map(|(p, _)| p).filter(|p| &p.name == pkg);
+            docs.extend(self.packages.iter().map(|(p, _)| p).filter(|p| &p.name == pkg).map(Package::node));
             let mut channels: Vec<&Channel> = self.channels.iter().map(|(c, _)| c).filter(|c| &c.package == pkg).collect();
             channels.sort_by(|a, b| a.name.cmp(&b.name));
+            docs.extend(channels.into_iter().map(Channel::node));
             let mut bundles: Vec<&Bundle> = self.bundles.iter().map(|(b, _)| b).filter(|b| &b.package == pkg).collect();
             bundles.sort_by(|a, b| a.name.cmp(&b.name));
+            docs.extend(bundles.into_iter().map(Bundle::node));
+            docs.extend(self.deprecations.iter().map(|(d, _)| d).filter(|d| &package_of(d) == pkg).map(deprecation_node));
             let mut others: Vec<&Value> = self.others.iter().map(|(o, _)| o).filter(|o| &package_of(o) == pkg).collect();
             others.sort_by(|a, b| a["schema"].as_str().cmp(&b["schema"].as_str()));
-            docs.extend(packages.map(Doc::Package));
-            docs.extend(channels.into_iter().map(Doc::Channel));
-            docs.extend(bundles.into_iter().map(Doc::Bundle));
-            docs.extend(self.deprecations.iter().map(|(d, _)| d).filter(|d| &package_of(d) == pkg).map(Doc::Raw));
-            docs.extend(others.into_iter().map(Doc::Raw));
+            docs.extend(others.into_iter().map(Node::from_value));
         }
         docs
     }
 
-    /// YAML as `opm … -o yaml` writes it (through JSON, so keys come out sorted).
+    /// YAML as `opm … -o yaml` writes it: each document opened by `---`, converted from
+    /// its JSON by yaml.v2 (see [`super::goenc`]).
     pub fn to_yaml(&self) -> String {
         let mut out = String::new();
         for doc in self.documents() {
             out.push_str("---\n");
-            let yaml = serde_yaml::to_string(&sorted(serde_json::to_value(&doc).expect("FBC objects serialise"))).expect("YAML");
-            out.push_str(&go_yaml_empty_strings(&yaml));
+            out.push_str(&doc.to_yaml());
         }
         out
     }
 
     /// JSON as `opm … -o json` writes it: one object per document, four-space indents,
-    /// struct field order for olm.* objects.
+    /// struct field order for olm.* objects, no HTML escaping.
     pub fn to_json(&self) -> String {
         let mut out = String::new();
         for doc in self.documents() {
-            let mut buf = Vec::new();
-            let mut ser = serde_json::Serializer::with_formatter(&mut buf, serde_json::ser::PrettyFormatter::with_indent(b"    "));
-            doc.serialize(&mut ser).expect("JSON");
-            out.push_str(std::str::from_utf8(&buf).expect("UTF-8"));
+            out.push_str(&doc.indented("    "));
             out.push('\n');
         }
         out
-    }
-}
-
-/// Go's YAML writer spells the empty string `""` where serde_yaml writes `''`; rewrite
-/// plain-value positions (`key: ''`, `- ''`), never lines inside block scalars.
-fn go_yaml_empty_strings(yaml: &str) -> String {
-    let mut out = String::with_capacity(yaml.len());
-    let mut block_indent: Option<usize> = None;
-    for line in yaml.split_inclusive('\n') {
-        let indent = line.len() - line.trim_start_matches(' ').len();
-        let content = line.trim_end_matches('\n');
-        if let Some(parent) = block_indent {
-            if content.trim().is_empty() || indent > parent {
-                out.push_str(line);
-                continue;
-            }
-            block_indent = None;
-        }
-        let trimmed = content.trim_end();
-        let header = trimmed.rsplit_once(": ").map(|(_, v)| v).or_else(|| trimmed.trim_start().strip_prefix("- ")).unwrap_or("");
-        if header.starts_with(['|', '>']) && header[1..].chars().all(|c| matches!(c, '-' | '+' | '0'..='9')) {
-            block_indent = Some(indent);
-        }
-        match content.strip_suffix("''") {
-            Some(head) if head.ends_with(": ") || head.trim_start() == "- " => {
-                out.push_str(head);
-                out.push_str("\"\"");
-                out.push_str(&line[content.len()..]);
-            }
-            _ => out.push_str(line),
-        }
-    }
-    out
-}
-
-/// Keys sorted at every level, whatever serde_json's map order is.
-fn sorted(v: Value) -> Value {
-    match v {
-        Value::Object(m) => {
-            let ordered: BTreeMap<String, Value> = m.into_iter().map(|(k, v)| (k, sorted(v))).collect();
-            Value::Object(ordered.into_iter().collect())
-        }
-        Value::Array(a) => Value::Array(a.into_iter().map(sorted).collect()),
-        other => other,
     }
 }
 
@@ -308,7 +379,9 @@ pub fn load_text(text: &str, file: &Path, catalog: &mut Catalog) -> Result<(), T
             .iter()
             .find(|(k, _)| k.eq_ignore_ascii_case("schema"))
             .and_then(|(_, v)| v.as_str())
-            .ok_or_else(|| ToolError::Invalid(format!("{origin}: object is missing root schema field (fix: add `schema: olm.package|olm.channel|olm.bundle`)")))?
+            .ok_or_else(|| {
+                ToolError::Invalid(format!("{origin}: object is missing root schema field (fix: add `schema: olm.package|olm.channel|olm.bundle`)"))
+            })?
             .to_string();
         let typed = |what: &str, e: serde_json::Error| ToolError::Invalid(format!("{origin}: invalid {what}: {e}"));
         match schema.as_str() {
@@ -320,15 +393,4 @@ pub fn load_text(text: &str, file: &Path, catalog: &mut Catalog) -> Result<(), T
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn empty_strings_are_written_the_way_go_writes_them_outside_block_scalars() {
-        let yaml = "a: ''\nlist:\n- ''\n- image: x\n  name: ''\ndescription: |\n  keep: ''\n  - ''\nb: ''\n";
-        assert_eq!(go_yaml_empty_strings(yaml), "a: \"\"\nlist:\n- \"\"\n- image: x\n  name: \"\"\ndescription: |\n  keep: ''\n  - ''\nb: \"\"\n");
-    }
 }

@@ -17,7 +17,11 @@ pub const CONFIGS_DIR: &str = "/configs";
 pub fn catalog_image(dir: &Path, base: Option<&PulledImage>) -> Result<Image, ToolError> {
     let tree = crate::bundle::generate::read_tree(dir)?;
     if tree.is_empty() {
-        return Err(ToolError::Invalid(format!("{}: the catalog directory is empty (fix: run `bundle-tool catalog render … -o {}/<package>/catalog.yaml`)", dir.display(), dir.display())));
+        return Err(ToolError::Invalid(format!(
+            "{}: the catalog directory is empty (fix: run `bundle-tool catalog render … -o {}/<package>/catalog.yaml`)",
+            dir.display(),
+            dir.display()
+        )));
     }
     let files: Vec<File> = tree.into_iter().map(|(path, text)| File { path: format!("configs/{path}"), mode: 0o644, data: text.into_bytes() }).collect();
     let mut config = ImageConfig { labels: BTreeMap::from([(CONFIGS_LABEL.to_string(), CONFIGS_DIR.to_string())]), ..Default::default() };

@@ -3,7 +3,9 @@
 //! ([`validate`]), and built into a catalog image ([`image`]).
 
 pub mod bundle;
+pub mod csvmeta;
 pub mod fbc;
+pub mod goenc;
 pub mod image;
 pub mod semver;
 pub mod source;

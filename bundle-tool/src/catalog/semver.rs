@@ -83,10 +83,7 @@ fn outranks(new: &HighWater, old: &HighWater, preference: ChannelKind) -> bool {
         Some(ChannelKind::Major) => 1,
         None => 0,
     };
-    new.archetype
-        .cmp(&old.archetype)
-        .then_with(|| precedence(&new.version, &old.version))
-        .then_with(|| rank(new.kind).cmp(&rank(old.kind)))
+    new.archetype.cmp(&old.archetype).then_with(|| precedence(&new.version, &old.version)).then_with(|| rank(new.kind).cmp(&rank(old.kind)))
         == Ordering::Greater
 }
 
@@ -99,7 +96,11 @@ pub fn generate(template: &SemverTemplate, facts: &BTreeMap<String, BundleFacts>
         let mut members: Vec<Member> = Vec::new();
         for image in images {
             let f = facts.get(image).ok_or_else(|| SemverError::NotRendered(image.clone()))?;
-            let version = Version::parse(&f.version).map_err(|e| SemverError::InvalidVersion { bundle: f.name.clone(), version: f.version.clone(), message: e.to_string() })?;
+            let version = Version::parse(&f.version).map_err(|e| SemverError::InvalidVersion {
+                bundle: f.name.clone(),
+                version: f.version.clone(),
+                message: e.to_string(),
+            })?;
             match &package {
                 None => package = Some(f.package.clone()),
                 Some(p) if *p != f.package => return Err(SemverError::OtherPackage { bundle: f.name.clone(), its: f.package.clone(), package: p.clone() }),
@@ -141,7 +142,12 @@ pub fn generate(template: &SemverTemplate, facts: &BTreeMap<String, BundleFacts>
                         high = candidate;
                     }
                 }
-                channels.entry(name.clone()).or_default().push(ChannelEntry { name: m.name.clone(), replaces: String::new(), skips: vec![], skip_range: String::new() });
+                channels.entry(name.clone()).or_default().push(ChannelEntry {
+                    name: m.name.clone(),
+                    replaces: String::new(),
+                    skips: vec![],
+                    skip_range: String::new(),
+                });
                 entry_channel.insert((*archetype, *kind, m.name.clone()), name);
             }
         }

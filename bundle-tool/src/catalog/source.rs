@@ -35,7 +35,10 @@ pub enum SourceError {
 pub enum Origin {
     Directory(PathBuf),
     /// Pulled (false) or from the cache (true), with the manifest digest.
-    Registry { digest: String, cached: bool },
+    Registry {
+        digest: String,
+        cached: bool,
+    },
 }
 
 impl Sources {
@@ -74,7 +77,11 @@ impl Sources {
         let conn = self.pool.connect(image, &self.access)?;
         let digest = match conn.reference.digest() {
             Some(d) => d.to_string(),
-            None => conn.current_digest().await?.ok_or_else(|| SourceError::Content(format!("{image}: no such image in the registry (fix: push it with `make bundle-build-push`, or render from --bundles-dir)")))?,
+            None => conn.current_digest().await?.ok_or_else(|| {
+                SourceError::Content(format!(
+                    "{image}: no such image in the registry (fix: push it with `make bundle-build-push`, or render from --bundles-dir)"
+                ))
+            })?,
         };
         let cache_file = self.cache_dir().map(|d| d.join(format!("{}.json", digest.replace(':', "-"))));
         if let Some(content) = cache_file.as_deref().and_then(read_cache) {

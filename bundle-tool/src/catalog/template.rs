@@ -84,11 +84,17 @@ fn fields<'a>(file: &Path, at: &str, value: &'a Value, known: &[&'static str]) -
 pub fn parse(text: &str, file: &Path) -> Result<SemverTemplate, ToolError> {
     // serde_yaml refuses duplicate keys, like sigs.k8s.io/yaml's strict mode.
     let doc: Value = serde_yaml::from_str(text).map_err(|e| err(file, "(document)", format!("not valid YAML: {e}"), "fix the YAML syntax"))?;
-    let top = fields(file, "", &doc, &["schema", "generateMajorChannels", "generateMinorChannels", "defaultChannelTypePreference", "candidate", "fast", "stable"])?;
+    let top =
+        fields(file, "", &doc, &["schema", "generateMajorChannels", "generateMinorChannels", "defaultChannelTypePreference", "candidate", "fast", "stable"])?;
     let get = |name: &str| top.iter().find(|(n, _)| *n == name).map(|(_, v)| *v);
     let schema = get("schema").and_then(Value::as_str).unwrap_or_default();
     if schema != "olm.semver" {
-        return Err(err(file, "schema", format!("readFile: input file has unknown schema, should be \"olm.semver\" (found {schema:?})"), "set `schema: olm.semver`"));
+        return Err(err(
+            file,
+            "schema",
+            format!("readFile: input file has unknown schema, should be \"olm.semver\" (found {schema:?})"),
+            "set `schema: olm.semver`",
+        ));
     }
     let flag = |name: &str| -> Result<bool, ToolError> {
         match get(name) {

@@ -121,7 +121,12 @@ pub fn validate(catalog: &Catalog) -> Vec<Finding> {
         match pkg_props.as_slice() {
             [p] => {
                 if p.value["packageName"] != b.package.as_str() {
-                    f.add(obj.clone(), "package-property", format!("olm.package property names {} but the bundle is in {:?}", p.value["packageName"], b.package), Some(o));
+                    f.add(
+                        obj.clone(),
+                        "package-property",
+                        format!("olm.package property names {} but the bundle is in {:?}", p.value["packageName"], b.package),
+                        Some(o),
+                    );
                 }
                 version = p.value["version"].as_str().unwrap_or_default().to_string();
                 if semver::Version::parse(&version).is_err() {
@@ -129,6 +134,9 @@ pub fn validate(catalog: &Catalog) -> Vec<Finding> {
                 }
             }
             _ => f.add(obj.clone(), "package-property", format!("must have exactly one olm.package property, found {}", pkg_props.len()), Some(o)),
+        }
+        if b.image.is_empty() && !b.properties.iter().any(|p| p.type_ == "olm.bundle.object") {
+            f.add(obj.clone(), "image", "bundle image must be set (or its manifests inlined as olm.bundle.object properties)", Some(o));
         }
         if !pull_spec_ok(&b.image) {
             f.add(obj.clone(), "image", format!("image {:?} is not a valid pull spec", b.image), Some(o));
@@ -190,7 +198,12 @@ pub fn validate(catalog: &Catalog) -> Vec<Finding> {
         if p.default_channel.is_empty() {
             f.add(package_obj(name), "default-channel", "default channel must be set", origin);
         } else if !channels.contains_key(&(*name, p.default_channel.as_str())) {
-            f.add(package_obj(name), "default-channel", format!("default channel {:?} does not exist (channel must contain at least one bundle)", p.default_channel), origin);
+            f.add(
+                package_obj(name),
+                "default-channel",
+                format!("default channel {:?} does not exist (channel must contain at least one bundle)", p.default_channel),
+                origin,
+            );
         }
         if pkg_channels.is_empty() {
             f.add(package_obj(name), "channels", "package must contain at least one channel", origin);

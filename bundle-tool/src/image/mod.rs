@@ -182,11 +182,13 @@ pub fn bundle_image(bundle_dir: &std::path::Path) -> Result<Image, crate::error:
         .filter(|(p, _)| p.starts_with("manifests/") || p.starts_with("metadata/"))
         .map(|(p, content)| File { path: p.clone(), mode: 0o644, data: content.as_bytes().to_vec() })
         .collect();
-    let labels = crate::bundle::annotations::parse(tree.get("metadata/annotations.yaml").map(String::as_str).unwrap_or_default()).map_err(|e| crate::error::ToolError::Field {
-        file: bundle_dir.join("metadata/annotations.yaml"),
-        field: "annotations".into(),
-        message: e.to_string(),
-        fix: "run `bundle-tool bundle validate`".into(),
+    let labels = crate::bundle::annotations::parse(tree.get("metadata/annotations.yaml").map(String::as_str).unwrap_or_default()).map_err(|e| {
+        crate::error::ToolError::Field {
+            file: bundle_dir.join("metadata/annotations.yaml"),
+            field: "annotations".into(),
+            message: e.to_string(),
+            fix: "run `bundle-tool bundle validate`".into(),
+        }
     })?;
     Ok(build(&ImageConfig { labels, ..Default::default() }, &[files]))
 }

@@ -114,7 +114,8 @@ impl Connection {
     /// Pulls the linux/amd64 image: manifest, config and every layer, each checked
     /// against its digest by oci-client.
     pub async fn pull(&self) -> Result<PulledImage, RegistryError> {
-        let (manifest, digest) = with_retries(|| self.client.pull_image_manifest(&self.reference, &self.auth)).await.map_err(|e| self.error("pulling the manifest", e))?;
+        let (manifest, digest) =
+            with_retries(|| self.client.pull_image_manifest(&self.reference, &self.auth)).await.map_err(|e| self.error("pulling the manifest", e))?;
         let config_bytes = self.blob(&manifest.config).await?;
         let config: Value = serde_json::from_slice(&config_bytes)
             .map_err(|e| RegistryError::Content { reference: self.name.clone(), message: format!("image config is not JSON: {e}") })?;
@@ -160,10 +161,9 @@ pub fn absent(e: &OciDistributionError) -> bool {
     match e {
         OciDistributionError::ImageManifestNotFoundError(_) => true,
         OciDistributionError::ServerError { code, .. } => *code == 404,
-        OciDistributionError::RegistryError { envelope, .. } => envelope
-            .errors
-            .iter()
-            .any(|e| matches!(e.code, OciErrorCode::ManifestUnknown | OciErrorCode::NameUnknown | OciErrorCode::NotFound)),
+        OciDistributionError::RegistryError { envelope, .. } => {
+            envelope.errors.iter().any(|e| matches!(e.code, OciErrorCode::ManifestUnknown | OciErrorCode::NameUnknown | OciErrorCode::NotFound))
+        }
         _ => false,
     }
 }

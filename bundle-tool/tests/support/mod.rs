@@ -2,6 +2,8 @@
 //! ephemeral port, `skopeo` as the independent client, and self-removing temp dirs.
 #![allow(dead_code)]
 
+pub mod oracle;
+
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
@@ -54,7 +56,11 @@ impl Registry {
         let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let addr = format!("127.0.0.1:{port}");
         let config = dir.0.join("config.yml");
-        std::fs::write(&config, "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: /nonexistent\nhttp:\n  addr: 127.0.0.1:5000\n").unwrap();
+        std::fs::write(
+            &config,
+            "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: /nonexistent\nhttp:\n  addr: 127.0.0.1:5000\n",
+        )
+        .unwrap();
         let child = Command::new("docker-registry")
             .arg("serve")
             .arg(&config)
@@ -79,7 +85,6 @@ impl Drop for Registry {
         let _ = self.child.wait();
     }
 }
-
 
 /// Copies `reference` with skopeo into an OCI directory under `work` and unpacks every
 /// layer, in order, into `work/root`; returns that root.
@@ -126,7 +131,8 @@ pub fn push_hand_made_base(work: &Path, reference: &str) {
         "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
         "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": format!("sha256:{}", hex(&config)), "size": config.len()},
         "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": format!("sha256:{}", hex(&gz)), "size": gz.len()}],
-    })).unwrap();
+    }))
+    .unwrap();
     let layout = work.join("base-layout");
     let blobs = layout.join("blobs/sha256");
     std::fs::create_dir_all(&blobs).unwrap();
@@ -138,4 +144,3 @@ pub fn push_hand_made_base(work: &Path, reference: &str) {
     std::fs::write(layout.join("index.json"), serde_json::to_vec(&index).unwrap()).unwrap();
     run(Command::new("skopeo").args(["copy", "--dest-tls-verify=false"]).arg(format!("oci:{}:base", layout.display())).arg(format!("docker://{reference}")));
 }
-

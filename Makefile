@@ -2,14 +2,16 @@
 VERSION ?= 0.1.0
 CRD_VERSION ?= v1alpha1
 CARGO ?= cargo
-OPERATOR := target/debug/model-orchestra-operator
+# Where cargo builds (CARGO_TARGET_DIR when set); the tools and caches stay in target/.
+TARGET_DIR ?= $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
+OPERATOR := $(TARGET_DIR)/debug/model-orchestra-operator
 SAMPLE ?= config/samples/modelorchestra.yaml
 IMAGE_TAG_BASE ?= ghcr.io/titanml/model-orchestra-operator
 IMG ?= $(IMAGE_TAG_BASE):v$(VERSION)
 CHANNELS ?= stable
 DEFAULT_CHANNEL ?= stable
 CRD_MODE ?= shared
-BUNDLE_TOOL := target/debug/bundle-tool
+BUNDLE_TOOL := $(TARGET_DIR)/debug/bundle-tool
 BUNDLES_DIR ?= bundles
 BUNDLE_IMG ?= $(IMAGE_TAG_BASE)-bundle:v$(VERSION)
 # Optional base image for the operator image (default: FROM scratch).
@@ -24,12 +26,12 @@ CATALOG_BASE_IMG ?=
 CHANNEL ?= stable-v$(firstword $(subst ., ,$(VERSION)))
 OLM ?= v1
 STATIC_TARGET := x86_64-unknown-linux-gnu
-STATIC_BIN := target/$(STATIC_TARGET)/release/model-orchestra-operator
+STATIC_BIN := $(TARGET_DIR)/$(STATIC_TARGET)/release/model-orchestra-operator
 KUBECTL ?= kubectl
 # Arguments for `make run`, e.g. RUN_ARGS="--routing v1".
 RUN_ARGS ?= --claim-unlabeled --metrics-addr 127.0.0.1:8080
 
-.PHONY: all build test render crd generate bench install uninstall deploy undeploy run testserver bench-operator bundle crds static bundle-build-push docker-build catalog catalog-build-push subscriptions bench-catalog
+.PHONY: all build test lint render crd generate bench install uninstall deploy undeploy run cluster bench-operator bundle crds static bundle-build-push docker-build catalog catalog-build-push subscriptions bench-catalog
 
 all: build
 
@@ -37,12 +39,18 @@ all: build
 build:
 	$(CARGO) build --workspace
 
-## test: install the test tools (scripts/install-test-deps.sh), then run every test.
-## This is the command .ci/run runs.
-test:
+## test: install the test tools (scripts/install-test-deps.sh: Debian packages, and the
+## upstream programs built from pinned Go modules), check formatting and lints, then run
+## every test. This is the command .ci/run runs.
+test: lint
 	scripts/install-test-deps.sh
 	PATH="$(CURDIR)/target/tools/bin:$$PATH" $(CARGO) test --workspace
 	scripts/bundle-push-e2e.sh
+
+## lint: cargo fmt --check and clippy with warnings as errors
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 ## render: render the sample ModelOrchestra offline (no cluster needed)
 render:
@@ -80,12 +88,16 @@ undeploy: build
 run: build
 	$(OPERATOR) run $(RUN_ARGS)
 
-## testserver: run the loopback Kubernetes API test server; writes target/testserver.kubeconfig
-testserver:
-	$(CARGO) run --quiet -p kube-testserver -- --kubeconfig target/testserver.kubeconfig
+## cluster: a local Kubernetes control plane (etcd, kube-apiserver, controller manager,
+## scheduler, kwok CPU and GPU nodes) on 127.0.0.1 until Ctrl-C; writes an admin kubeconfig
+## to target/local-cluster.kubeconfig
+cluster:
+	scripts/build-go-tools.sh k8s kwok crds
+	$(CARGO) run --quiet -p local-cluster -- --kubeconfig $(CURDIR)/target/local-cluster.kubeconfig
 
-## bench-operator: 1,000 CRs x 4 applications through the real operator (release build)
+## bench-operator: 1,000 CRs x 4 applications through the release operator on the local control plane
 bench-operator:
+	scripts/build-go-tools.sh k8s kwok crds
 	$(CARGO) build --release -p model-orchestra-operator --bins --benches
 	$(CARGO) bench -p model-orchestra-operator --bench operator
 

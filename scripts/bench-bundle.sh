@@ -14,7 +14,7 @@ t1=$(now)
 "$tool" bundle build "$work/bundles/9.9.9" --push "127.0.0.1:$port/bench/bundle:v9.9.9" >/dev/null 2>&1
 t2=$(now)
 echo "generate+validate $(secs "$t0" "$t1") s, build+validate+push $(secs "$t1" "$t2") s, total $(secs "$t0" "$t2") s (target <= 1 s)"
-static="$root/target/x86_64-unknown-linux-gnu/release/model-orchestra-operator"
+static="$cargo_target/x86_64-unknown-linux-gnu/release/model-orchestra-operator"
 if [ -x "$static" ]; then
   t3=$(now)
   "$tool" image build --binary "$static" --push "127.0.0.1:$port/bench/operator:v9.9.9" >/dev/null 2>&1

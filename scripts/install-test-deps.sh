@@ -2,7 +2,6 @@
 # Installs what the test suite needs that cargo does not build, into target/tools/ (and,
 # for Debian packages, the system). Idempotent: a second run is a quick no-op.
 #   - kubernetes-validate (PyPI): the real Kubernetes OpenAPI schemas, offline.
-#   - kubectl (Debian): drives the loopback kube-testserver in its tests.
 #   - docker-registry, skopeo (Debian): a real OCI registry on 127.0.0.1 for bundle-tool's
 #     pushes, and an independent client to check what was pushed.
 #   - the upstream Go programs (etcd, kube-apiserver, kube-controller-manager,

@@ -1,59 +1,71 @@
 //! Operator benchmark (`make bench-operator`): 1,000 ModelOrchestras × 4 applications
-//! through the real operator binary against the loopback kube-testserver.
+//! through the release operator binary, under its own ServiceAccount, against the real local
+//! control plane (etcd — data in a temp dir, no fsync —, kube-apiserver, controller manager,
+//! scheduler, kwok nodes: every Deployment gets its ReplicaSet and pods).
 //!
-//! Reports: time from creating all CRs until every one is applied and has status, API
-//! requests per CR, the operator's peak RSS; then a steady state of resyncs: reconciles,
-//! writes per no-op reconcile and CPU. Targets: converge ≤ 60 s, peak RSS ≤ 100 MiB,
-//! 0 writes per no-op reconcile. Sizes: BENCH_CRS (1000), BENCH_APPS (4),
-//! BENCH_STEADY_SECONDS (30), BENCH_RESYNC_SECONDS (10); BENCH_WRAP=heaptrack profiles it.
+//! Reports: time from creating all CRs until every one is applied and has status; API
+//! requests per CR and per kind, from the API server's audit log; the operator's peak RSS and
+//! CPU; kube-apiserver's CPU; then a steady state of resyncs with writes per no-op reconcile;
+//! then every CR deleted, and the operator's memory after it forgot them. Targets: converge ≤
+//! 60 s, operator peak RSS ≤ 100 MiB, 0 writes per no-op reconcile. Sizes: BENCH_CRS (1000),
+//! BENCH_APPS (4), BENCH_STEADY_SECONDS (30), BENCH_RESYNC_SECONDS (10); BENCH_WRAP=heaptrack
+//! profiles the operator.
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kube_testserver::selector::{FieldSelector, LabelSelector};
-use kube_testserver::TestServer;
+use futures::StreamExt;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use local_cluster::{Cluster, Options};
+use model_orchestra::controller::reconciler::mo_resource;
+use model_orchestra::manifests::deploy::DeployOptions;
 use serde_json::{json, Value};
+
+const NAMESPACE: &str = "bench";
+const OPERATOR_NAMESPACE: &str = "model-orchestra-system";
 
 fn env_num(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
-fn proc_field(pid: u32, file: &str, key: &str) -> u64 {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/{file}")).unwrap_or_default();
+fn proc_field(pid: u32, key: &str) -> u64 {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     text.lines().find_map(|l| l.strip_prefix(key)).and_then(|v| v.split_whitespace().next()?.parse().ok()).unwrap_or(0)
 }
 
-/// utime + stime of `pid`, in clock ticks.
-fn cpu_ticks(pid: u32) -> u64 {
+/// utime + stime of `pid`, in seconds.
+fn cpu_seconds(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let after_comm = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
     let fields: Vec<&str> = after_comm.split_whitespace().collect();
-    fields.get(11).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0) + fields.get(12).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
-}
-
-fn operator_writes(server: &TestServer, since: usize) -> usize {
-    server.requests()[since..]
-        .iter()
-        .filter(|r| r.is_write() && r.user_agent.starts_with("model-orchestra-operator"))
-        .filter(|r| !r.path.contains("/leases/"))
-        .count()
-}
-
-fn operator_requests(server: &TestServer, since: usize) -> usize {
-    server.requests()[since..].iter().filter(|r| r.user_agent.starts_with("model-orchestra-operator")).count()
+    let ticks = fields.get(11).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0) + fields.get(12).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    ticks as f64 / 100.0
 }
 
 /// `model_orchestra_reconciles_total` from the operator's /metrics.
 fn reconciles(addr: &str) -> f64 {
     use std::io::{Read, Write};
-    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
-        return 0.0;
-    };
+    let Ok(mut s) = std::net::TcpStream::connect(addr) else { return 0.0 };
     let _ = write!(s, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n");
     let mut text = String::new();
     let _ = s.read_to_string(&mut text);
     text.lines().filter(|l| l.starts_with("model_orchestra_reconciles_total")).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum()
+}
+
+async fn apply(client: &kube::Client, object: &Value) {
+    let gvk = kube::api::GroupVersionKind::try_from(&kube::api::TypeMeta {
+        api_version: object["apiVersion"].as_str().unwrap().into(),
+        kind: object["kind"].as_str().unwrap().into(),
+    })
+    .unwrap();
+    let (ar, caps) = kube::discovery::pinned_kind(client, &gvk).await.unwrap();
+    let api: Api<DynamicObject> = match caps.scope {
+        kube::discovery::Scope::Namespaced => Api::namespaced_with(client.clone(), object["metadata"]["namespace"].as_str().unwrap(), &ar),
+        kube::discovery::Scope::Cluster => Api::all_with(client.clone(), &ar),
+    };
+    api.patch(object["metadata"]["name"].as_str().unwrap(), &PatchParams::apply("bench").force(), &Patch::Apply(object)).await.unwrap();
 }
 
 fn main() {
@@ -61,22 +73,34 @@ fn main() {
         println!("operator: benchmark");
         return;
     }
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    runtime.block_on(bench());
+}
+
+async fn bench() {
     let crs = env_num("BENCH_CRS", 1000);
     let apps = env_num("BENCH_APPS", 4);
     let steady = Duration::from_secs(env_num("BENCH_STEADY_SECONDS", 30));
     let resync = env_num("BENCH_RESYNC_SECONDS", 10);
 
-    let server = TestServer::start().expect("kube-testserver");
+    // The controllers create thousands of ReplicaSets and pods: let them keep up.
+    let cluster = Cluster::start(Options { controller_qps: 500, ..Options::default() }).await.expect("local cluster");
+    let client = cluster.client().await.unwrap();
+    apply(&client, &serde_json::to_value(model_orchestra::crd::crd()).unwrap()).await;
+    apply(&client, &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})).await;
+    let options = DeployOptions { namespace: OPERATOR_NAMESPACE.into(), image: "unused".into(), routing: "v0".into(), claim_unlabeled: true };
+    for object in model_orchestra::manifests::deploy::all(&options).into_iter().filter(|o| o["kind"] != "Deployment") {
+        apply(&client, &object).await;
+    }
+    let mo: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, &mo_resource());
+    while mo.list(&Default::default()).await.is_err() {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let dir = std::env::temp_dir().join(format!("mo-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let kubeconfig = dir.join("kubeconfig");
-    server.write_kubeconfig(&kubeconfig, "default").unwrap();
-    {
-        let mut store = server.store();
-        let crd_type = store.find_type("apiextensions.k8s.io", "v1", "customresourcedefinitions").unwrap().clone();
-        let crd = serde_json::to_value(model_orchestra::crd::crd()).unwrap();
-        store.create(&crd_type, "", crd, "bench").unwrap();
-    }
+    let kubeconfig = dir.join("operator.kubeconfig");
+    cluster.service_account_kubeconfig(OPERATOR_NAMESPACE, &options.name(), &kubeconfig, None).await.unwrap();
 
     // BENCH_WRAP runs the operator under a profiler, e.g. BENCH_WRAP=heaptrack.
     let binary = env!("CARGO_BIN_EXE_model-orchestra-operator");
@@ -89,7 +113,7 @@ fn main() {
         None => Command::new(binary),
     };
     let mut child = command
-        .args(["run", "--claim-unlabeled", "--metrics-addr", "127.0.0.1:0", "--log-format", "json"])
+        .args(["run", "--claim-unlabeled", "--metrics-addr", "127.0.0.1:0", "--log-format", "json", "--lease-namespace", NAMESPACE])
         .args(["--resync-seconds", &resync.to_string(), "--identity", "bench"])
         .env("KUBECONFIG", &kubeconfig)
         .env("RUST_LOG", "warn,model_orchestra_operator=info")
@@ -107,10 +131,9 @@ fn main() {
             }
         }
     });
-    // Wait until it leads (its watches start right after).
     let mut metrics_addr = String::new();
     loop {
-        let v = rx.recv_timeout(Duration::from_secs(30)).expect("operator starts");
+        let v = rx.recv_timeout(Duration::from_secs(60)).expect("operator starts");
         if v["message"] == "starting" {
             metrics_addr = v["metrics"].as_str().unwrap_or_default().to_string();
         }
@@ -118,63 +141,110 @@ fn main() {
             break;
         }
     }
-    std::thread::sleep(Duration::from_millis(500));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let baseline_rss = proc_field(pid, "VmRSS:");
+    let apiserver = cluster.pids().into_iter().find(|(n, _)| *n == "kube-apiserver").map(|(_, p)| p).unwrap();
+    let audit = cluster.audit();
+    let mark = audit.mark();
+    let (operator_cpu0, apiserver_cpu0) = (cpu_seconds(pid), cpu_seconds(apiserver));
 
-    let mark = server.requests().len();
-    let mo_type = server.store().find_type("models.titanml.co", "v1alpha1", "modelorchestras").unwrap().clone();
     let started = Instant::now();
-    {
-        let mut store = server.store();
-        for i in 0..crs {
-            let applications: serde_json::Map<String, Value> =
-                (0..apps).map(|a| (format!("app{a}"), json!({"readerConfig": {"modelName": format!("org/model-{a}"), "device": "cpu"}}))).collect();
-            let cr = json!({"apiVersion": "models.titanml.co/v1alpha1", "kind": "ModelOrchestra", "metadata": {"name": format!("mo-{i:04}")}, "spec": {"applications": applications}});
-            store.create(&mo_type, "default", cr, "bench").unwrap();
-        }
-    }
+    let names: Vec<String> = (0..crs).map(|i| format!("mo-{i:04}")).collect();
+    futures::stream::iter(names.iter())
+        .for_each_concurrent(16, |name| {
+            let mo = mo.clone();
+            async move {
+                let applications: serde_json::Map<String, Value> =
+                    (0..apps).map(|a| (format!("app{a}"), json!({"readerConfig": {"modelName": format!("org/model-{a}"), "device": "cpu"}}))).collect();
+                let cr = json!({"apiVersion": "models.titanml.co/v1alpha1", "kind": "ModelOrchestra", "metadata": {"name": name}, "spec": {"applications": applications}});
+                mo.patch(name, &PatchParams::apply("bench"), &Patch::Apply(&cr)).await.unwrap();
+            }
+        })
+        .await;
+    let created = started.elapsed();
     let converged = loop {
-        let done = {
-            let store = server.store();
-            let (items, _) = store.list(&mo_type, Some("default"), &LabelSelector::default(), &FieldSelector::default());
-            items.iter().filter(|cr| cr["status"]["appliedHash"].is_string() && cr["status"]["observedGeneration"] == cr["metadata"]["generation"]).count()
-                as u64
-        };
+        let list = mo.list(&Default::default()).await.unwrap();
+        let done = list
+            .items
+            .iter()
+            .filter(|cr| cr.data["status"]["appliedHash"].is_string() && cr.data["status"]["observedGeneration"].as_i64() == cr.metadata.generation)
+            .count() as u64;
         if done == crs {
             break started.elapsed();
         }
-        if started.elapsed() > Duration::from_secs(600) {
-            panic!("not converged after 600 s: {done}/{crs}");
+        if started.elapsed() > Duration::from_secs(900) {
+            panic!("not converged after 900 s: {done}/{crs}");
         }
-        std::thread::sleep(Duration::from_millis(100));
+        tokio::time::sleep(Duration::from_millis(250)).await;
     };
-    let converge_requests = operator_requests(&server, mark);
-    let converge_writes = operator_writes(&server, mark);
-    let peak_converge = proc_field(pid, "status", "VmHWM:");
+    let converge_events: Vec<_> = audit.since(mark).into_iter().filter(|e| e.user_agent.starts_with("model-orchestra-operator/")).collect();
+    let peak_converge = proc_field(pid, "VmHWM:");
+    let (operator_cpu, apiserver_cpu) = (cpu_seconds(pid) - operator_cpu0, cpu_seconds(apiserver) - apiserver_cpu0);
+    let mut per_kind: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    for e in &converge_events {
+        let kind = if e.subresource().is_empty() { e.resource().to_string() } else { format!("{}/{}", e.resource(), e.subresource()) };
+        let entry = per_kind.entry(kind).or_default();
+        entry.0 += 1;
+        entry.1 += usize::from(e.is_write() || e.is_dry_run());
+    }
 
     // Steady state: no CR changes; every resync reconciles every CR.
-    std::thread::sleep(Duration::from_secs(2));
-    let mark = server.requests().len();
-    let cpu_before = cpu_ticks(pid);
+    tokio::time::sleep(Duration::from_secs(resync + 2)).await;
+    let mark = audit.mark();
+    let cpu_before = cpu_seconds(pid);
     let reconciles_before = reconciles(&metrics_addr);
-    std::thread::sleep(steady);
-    let cpu = (cpu_ticks(pid) - cpu_before) as f64 / 100.0;
+    tokio::time::sleep(steady).await;
+    let steady_cpu = cpu_seconds(pid) - cpu_before;
     let steady_reconciles = (reconciles(&metrics_addr) - reconciles_before) as u64;
-    let steady_writes = operator_writes(&server, mark);
-    let steady_requests = operator_requests(&server, mark);
-    let peak = proc_field(pid, "status", "VmHWM:");
-    let rss = proc_field(pid, "status", "VmRSS:");
+    let steady_events: Vec<_> = audit.since(mark).into_iter().filter(|e| e.user_agent.starts_with("model-orchestra-operator/")).collect();
+    let steady_writes = steady_events.iter().filter(|e| e.is_write() && !matches!(e.resource(), "leases" | "events")).count();
+    let rss_steady = proc_field(pid, "VmRSS:");
+
+    // Forgetting: delete every CR, let the garbage collector and the operator catch up.
+    let deleted = Instant::now();
+    futures::stream::iter(names.iter())
+        .for_each_concurrent(16, |name| {
+            let mo = mo.clone();
+            async move {
+                let _ = mo.delete(name, &Default::default()).await;
+            }
+        })
+        .await;
+    while !mo.list(&Default::default()).await.unwrap().items.is_empty() {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(resync + 5)).await;
+    let rss_after_delete = proc_field(pid, "VmRSS:");
+    let peak = proc_field(pid, "VmHWM:");
 
     let _ = Command::new("kill").args(["-TERM", &pid.to_string()]).status();
     let _ = child.wait();
     std::fs::remove_dir_all(&dir).ok();
+    cluster.stop();
 
-    println!("operator benchmark: {crs} CRs x {apps} applications (loopback kube-testserver)");
+    let mib = |kb: u64| kb as f64 / 1024.0;
+    println!("operator benchmark: {crs} CRs x {apps} applications, real control plane (kube-apiserver 1.37, controller manager, scheduler, kwok)");
+    println!("  CRs created in:           {:.2} s", created.as_secs_f64());
     println!("  converge all:             {:.2} s   (target <= 60 s)", converged.as_secs_f64());
-    println!("  API requests per CR:      {:.1}  (writes per CR: {:.1})", converge_requests as f64 / crs as f64, converge_writes as f64 / crs as f64);
-    println!("  peak RSS after converge:  {:.1} MiB", peak_converge as f64 / 1024.0);
-    println!("  steady state {} s, resync {} s ({} no-op reconciles):", steady.as_secs(), resync, steady_reconciles);
+    println!("  operator API requests:    {} ({:.1} per CR), from the audit log:", converge_events.len(), converge_events.len() as f64 / crs as f64);
+    for (kind, (requests, writes)) in &per_kind {
+        println!("    {kind:<28} {requests:>7} requests ({:.2} per CR), {writes} writes or dry runs", *requests as f64 / crs as f64);
+    }
+    println!("  operator CPU to converge: {operator_cpu:.2} s; kube-apiserver CPU: {apiserver_cpu:.2} s");
+    println!("  operator RSS:             baseline {:.1} MiB, peak while converging {:.1} MiB", mib(baseline_rss), mib(peak_converge));
+    println!("  steady state {} s, resync {resync} s ({steady_reconciles} no-op reconciles):", steady.as_secs());
     println!("    writes:                 {steady_writes}   (per no-op reconcile: {:.3}; target 0)", steady_writes as f64 / steady_reconciles.max(1) as f64);
-    println!("    API requests:           {steady_requests} (leases and reads)");
-    println!("    operator CPU:           {cpu:.2} s   ({:.2} ms per reconcile)", cpu * 1000.0 / steady_reconciles.max(1) as f64);
-    println!("  peak RSS overall:         {:.1} MiB (current {:.1} MiB; target <= 100 MiB)", peak as f64 / 1024.0, rss as f64 / 1024.0);
+    println!("    API requests:           {} (leases and reads)", steady_events.len());
+    println!(
+        "    operator CPU:           {steady_cpu:.2} s   ({:.2} ms per reconcile), RSS {:.1} MiB",
+        steady_cpu * 1000.0 / steady_reconciles.max(1) as f64,
+        mib(rss_steady)
+    );
+    println!(
+        "  all CRs deleted in {:.1} s; operator RSS after forgetting them: {:.1} MiB (baseline {:.1} MiB)",
+        deleted.elapsed().as_secs_f64(),
+        mib(rss_after_delete),
+        mib(baseline_rss)
+    );
+    println!("  peak RSS overall:         {:.1} MiB (target <= 100 MiB)", mib(peak));
 }

@@ -34,16 +34,19 @@ async fn the_sample_cr_gets_every_rendered_object_owned_and_managed_by_the_opera
         let managers: Vec<_> = child.metadata.managed_fields.iter().flatten().map(|m| (m.manager.clone(), m.operation.clone())).collect();
         assert!(managers.contains(&(Some(FIELD_MANAGER.into()), Some("Apply".into()))), "{kind:?}: {managers:?}");
     }
-    let cr = cluster.wait_reason(&name, "Ready").await;
+    let cr = cluster.wait_converged(&name).await;
     assert_eq!(cr.data["status"]["gatewayAddress"], json!(format!("my-model-orchestra-gateway.{}.svc:80", cluster.namespace)));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_samples_gpu_pods_are_scheduled_on_the_requested_product_and_the_cr_becomes_ready() {
     let cluster = Cluster::start("gpu-ready").await;
+    if !cluster.has_fake_nodes("the_samples_gpu_pods_are_scheduled_on_the_requested_product_and_the_cr_becomes_ready") {
+        return;
+    }
     let _op = Operator::start(&cluster, OperatorOptions::default()).await;
     let name = cluster.apply_cr(&sample()).await.name_any();
-    let ready = cluster.wait_reason(&name, "Ready").await;
+    let ready = cluster.wait_converged(&name).await;
     let status = &ready.data["status"];
     assert_eq!(status["applicationsReady"], "1/1");
     assert_eq!(status["applications"]["hello-world"], json!({"readyReplicas": 1, "desiredReplicas": 1, "ready": true}));
@@ -65,6 +68,9 @@ async fn the_samples_gpu_pods_are_scheduled_on_the_requested_product_and_the_cr_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_that_cannot_be_scheduled_are_explained_on_the_cr_with_the_schedulers_message() {
     let cluster = Cluster::start("unschedulable").await;
+    if !cluster.has_fake_nodes("pods_that_cannot_be_scheduled_are_explained_on_the_cr_with_the_schedulers_message") {
+        return;
+    }
     let _op = Operator::start(&cluster, OperatorOptions::default()).await;
     let yaml = sample().replace("NVIDIA-GeForce-RTX-3060", "NVIDIA-H100-80GB-HBM3");
     let name = cluster.apply_cr(&yaml).await.name_any();
@@ -97,10 +103,13 @@ async fn pods_that_cannot_be_scheduled_are_explained_on_the_cr_with_the_schedule
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn changing_reader_config_changes_the_config_map_and_rolls_the_pods() {
     let cluster = Cluster::start("config").await;
+    if !cluster.has_fake_nodes("changing_reader_config_changes_the_config_map_and_rolls_the_pods") {
+        return;
+    }
     let _op = Operator::start(&cluster, OperatorOptions::default()).await;
     let yaml = cr_with_apps("demo", &["chat"], None);
     cluster.apply_cr(&yaml).await;
-    cluster.wait_reason("demo", "Ready").await;
+    cluster.wait_converged("demo").await;
     let checksum = |d: &kube::api::DynamicObject| d.data["spec"]["template"]["metadata"]["annotations"]["checksum/config"].clone();
     let before = cluster.api(Kind::Deployment).get("demo-model-orchestra-chat").await.unwrap();
     let old_pods: BTreeSet<String> = cluster.component_pods("demo", "application-chat").await.iter().map(|p| p.name_any()).collect();
@@ -121,7 +130,7 @@ async fn changing_reader_config_changes_the_config_map_and_rolls_the_pods() {
         (pods.len() == 1 && names.is_disjoint(&old_pods)).then_some(())
     })
     .await;
-    cluster.wait_reason("demo", "Ready").await;
+    cluster.wait_converged("demo").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -166,7 +175,7 @@ async fn a_users_kubectl_scale_and_edit_of_owned_fields_are_reverted() {
     let _op = Operator::start(&cluster, OperatorOptions::default()).await;
     let yaml = cr_with_apps("demo", &["chat"], None);
     cluster.apply_cr(&yaml).await;
-    cluster.wait_reason("demo", "Ready").await;
+    cluster.wait_converged("demo").await;
     let deployment = "demo-model-orchestra-chat";
 
     cluster.kubectl(&["scale", "deployment", deployment, "--replicas=3"]);
@@ -192,7 +201,7 @@ async fn fields_other_managers_own_are_kept() {
     let op = Operator::start(&cluster, OperatorOptions::default()).await;
     let yaml = cr_with_apps("demo", &["chat"], None);
     cluster.apply_cr(&yaml).await;
-    cluster.wait_reason("demo", "Ready").await;
+    cluster.wait_converged("demo").await;
     let deployment = "demo-model-orchestra-chat";
     let api = cluster.api(Kind::Deployment);
 
@@ -213,7 +222,7 @@ async fn fields_other_managers_own_are_kept() {
         cm.data["data"].to_string().contains("chat-model-2").then_some(())
     })
     .await;
-    cluster.wait_reason("demo", "Ready").await;
+    cluster.wait_converged("demo").await;
     // …and keeps what the injector owns.
     let d = api.get(deployment).await.unwrap();
     let containers: Vec<&str> = d.data["spec"]["template"]["spec"]["containers"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
@@ -262,10 +271,13 @@ async fn with_scaling_enabled_the_autoscalers_replicas_are_never_fought_over() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_the_cr_lets_the_garbage_collector_remove_its_children() {
     let cluster = Cluster::start("gc").await;
+    if !cluster.has_fake_nodes("deleting_the_cr_lets_the_garbage_collector_remove_its_children") {
+        return;
+    }
     let _op = Operator::start(&cluster, OperatorOptions::default()).await;
     let yaml = cr_with_apps("demo", &["chat"], None);
     cluster.apply_cr(&yaml).await;
-    cluster.wait_reason("demo", "Ready").await;
+    cluster.wait_converged("demo").await;
     cluster.mo_api().delete("demo", &Default::default()).await.unwrap();
     cluster.wait_children("demo", &BTreeSet::new()).await;
     eventually("the pods are gone too", || async { cluster.component_pods("demo", "application-chat").await.is_empty().then_some(()) }).await;
@@ -278,7 +290,7 @@ async fn an_invalid_cr_reports_render_failed_and_changes_nothing() {
     let yaml = cr_with_apps("demo", &["chat"], None);
     cluster.apply_cr(&yaml).await;
     cluster.wait_children("demo", &cluster.expected(&yaml)).await;
-    cluster.wait_reason("demo", "Ready").await;
+    cluster.wait_converged("demo").await;
     let versions = |children: Vec<(Kind, kube::api::DynamicObject)>| -> BTreeSet<(String, Option<String>)> {
         children.into_iter().map(|(_, o)| (o.name_any(), o.resource_version())).collect()
     };
@@ -346,7 +358,7 @@ async fn an_object_the_api_server_refuses_means_no_write_at_all() {
     let op = Operator::start(&cluster, OperatorOptions::default()).await;
     let yaml = cr_with_apps("demo", &["chat"], None);
     cluster.apply_cr(&yaml).await;
-    cluster.wait_reason("demo", "Ready").await;
+    cluster.wait_converged("demo").await;
     let before: BTreeSet<_> = cluster.children("demo").await.into_iter().map(|(_, o)| (o.name_any(), o.resource_version())).collect();
     let mark = cluster.audit_mark();
 
@@ -395,7 +407,7 @@ async fn an_operator_killed_mid_reconcile_converges_after_restart_without_duplic
     cluster.wait_children("demo", &want).await;
     assert!(partial.len() <= want.len());
     assert_eq!(cluster.children("demo").await.len(), want.len(), "no duplicates");
-    cluster.wait_reason("demo", "Ready").await;
+    cluster.wait_converged("demo").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -425,16 +437,19 @@ async fn with_faults_injected_the_operator_converges_once_they_stop() {
         (cluster.child_names("demo").await == want).then_some(())
     })
     .await;
-    cluster.wait_reason("demo", "Ready").await;
+    cluster.wait_converged("demo").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_converged_cr_costs_no_writes_on_resync_and_its_status_survives_pruning() {
     let cluster = Cluster::start("no-writes").await;
+    if !cluster.has_fake_nodes("a_converged_cr_costs_no_writes_on_resync_and_its_status_survives_pruning") {
+        return;
+    }
     let op = Operator::start(&cluster, OperatorOptions { resync_seconds: 1, ..Default::default() }).await;
     let yaml = cr_with_apps("demo", &["chat"], None);
     cluster.apply_cr(&yaml).await;
-    let cr = cluster.wait_reason("demo", "Ready").await;
+    let cr = cluster.wait_converged("demo").await;
     // Every status field the operator writes is in the CRD's schema, so the API server's
     // pruning of unknown fields keeps them.
     let status = cr.data["status"].as_object().unwrap();
@@ -469,8 +484,8 @@ async fn operators_with_different_routing_values_each_write_only_their_own_crs()
     let b = cr_with_apps("beta", &["chat"], Some("v1"));
     cluster.apply_cr(&a).await;
     cluster.apply_cr(&b).await;
-    cluster.wait_reason("alpha", "Ready").await;
-    cluster.wait_reason("beta", "Ready").await;
+    cluster.wait_converged("alpha").await;
+    cluster.wait_converged("beta").await;
     let (Some(by_v0), Some(by_v1)) = (cluster.writes_by(&v0.identity, mark), cluster.writes_by(&v1.identity, mark)) else {
         return;
     };
@@ -491,7 +506,7 @@ async fn a_cr_relabelled_from_v0_to_v1_is_taken_over_without_recreating_its_chil
     let on_v0 = cr_with_apps("demo", &["chat"], Some("v0"));
     cluster.apply_cr(&on_v0).await;
     cluster.wait_children("demo", &cluster.expected(&on_v0)).await;
-    cluster.wait_reason("demo", "Ready").await;
+    cluster.wait_converged("demo").await;
     let before = uids(&cluster.children("demo").await);
     let mark = cluster.audit_mark();
 
@@ -518,7 +533,7 @@ async fn two_instances_with_the_same_routing_value_never_both_write() {
     let yaml = cr_with_apps("demo", &["chat"], None);
     cluster.apply_cr(&yaml).await;
     cluster.wait_children("demo", &cluster.expected(&yaml)).await;
-    cluster.wait_reason("demo", "Ready").await;
+    cluster.wait_converged("demo").await;
     assert!(second.logged("leading").is_empty(), "the standby does not lead");
     if let Some(writes) = cluster.writes_by("op-b", mark) {
         assert!(writes.is_empty(), "the standby wrote: {writes:?}");
@@ -553,6 +568,9 @@ async fn the_operations_endpoint_serves_health_readiness_and_metrics() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_operators_own_deployment_is_admitted_and_runs_in_a_namespace_enforcing_restricted() {
     let cluster = Cluster::start("restricted").await;
+    if !cluster.has_fake_nodes("the_operators_own_deployment_is_admitted_and_runs_in_a_namespace_enforcing_restricted") {
+        return;
+    }
     let options = model_orchestra::manifests::deploy::DeployOptions {
         namespace: format!("{}-op", cluster.namespace),
         image: "ghcr.io/titanml/model-orchestra-operator:test".into(),

@@ -182,6 +182,30 @@ impl Cluster {
         .await
     }
 
+    /// Waits until the CR is applied and its pods are ready: `Ready` on the local cluster,
+    /// where kwok runs every pod; on an external cluster (whose kubelets would pull the
+    /// real images) until the status describes an applied generation.
+    pub async fn wait_converged(&self, name: &str) -> DynamicObject {
+        if self.local.is_some() {
+            return self.wait_reason(name, "Ready").await;
+        }
+        eventually(&format!("{name} is applied"), || async {
+            let cr = self.mo_api().get(name).await.ok()?;
+            let applied = cr.data["status"]["appliedHash"].is_string() && cr.data["status"]["observedGeneration"].as_i64() == cr.metadata.generation;
+            applied.then_some(cr)
+        })
+        .await
+    }
+
+    /// Whether the tests run on the local cluster with its kwok CPU and GPU nodes (and say
+    /// why not, when not).
+    pub fn has_fake_nodes(&self, test: &str) -> bool {
+        if self.local.is_none() {
+            eprintln!("{test}: skipped on an external cluster: it needs the local cluster's kwok GPU nodes");
+        }
+        self.local.is_some()
+    }
+
     pub async fn delete(&self, kind: Kind, name: &str) {
         self.api(kind).delete(name, &DeleteParams::default()).await.expect("delete");
     }

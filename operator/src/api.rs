@@ -26,6 +26,8 @@ pub const KIND: &str = "ModelOrchestra";
 pub const ROUTING_LABEL: &str = "operatorVersion";
 
 /// Desired state of a ModelOrchestra: the values of the vendored model-orchestra chart.
+// Each `printcolumn(...)` repeats `type_`: clippy reads the repeats as duplicated attributes.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "models.titanml.co",

@@ -26,7 +26,11 @@ export CGO_ENABLED=0
 
 # The pinned version of a module's dependency, to stamp into the program (without it,
 # kube-apiserver's /version says v0.0.0-master and `opm version` says unknown).
-pinned() { (cd "$root/tools/$1" && go list -m -f '{{.Version}}' "$2"); }
+# Read from go.mod itself, not `go list`, which would need the module cache (dropped below).
+pinned() { awk -v m="$2" '$1 == m { print $2; exit } $1 == "require" && $2 == m { print $3; exit }' "$root/tools/$1/go.mod"; }
+
+# The programs a module's `tool` directives name, read from go.mod as above.
+tools_of() { awk '/^tool \(/ { b = 1; next } b && /^\)/ { b = 0; next } b { print $1 } /^tool [^(]/ { print $2 }' "$1/go.mod"; }
 
 # Per module: the build tags and linker flags its programs need.
 settings() {
@@ -99,7 +103,7 @@ build_module() {
   local key
   key=$(cat "$dir/go.mod" "$dir/go.sum" <(echo "$s" "$(go version)" "$CGO_ENABLED") | sha256sum | cut -c1-16)
   local programs
-  programs=$(cd "$dir" && go list tool 2>/dev/null || true)
+  programs=$(tools_of "$dir")
   local all_present=1 f
   for f in $(outputs "$name" "$programs"); do [ -e "$f" ] || all_present=0; done
   if [ "$all_present" = 1 ] && [ "$(cat "$stamps/$name" 2>/dev/null)" = "$key" ]; then
@@ -122,10 +126,22 @@ build_module() {
   extract "$name"
   echo "$key" > "$stamps/$name"
   echo "build-go-tools: tools/$name built in $((SECONDS - start)) s" >&2
+  built_any=1
 }
 
 modules=("$@")
 if [ ${#modules[@]} -eq 0 ]; then
   for d in "$root"/tools/*/go.mod; do modules+=("$(basename "$(dirname "$d")")"); done
 fi
+built_any=0
 for m in "${modules[@]}"; do build_module "$m"; done
+
+# The binaries are the cache (stamped by version): Go's build and module caches (~13 GB
+# after a cold build of every module) are dropped once they have served, or a fresh
+# machine's `make test` runs out of disk. KEEP_GO_CACHE=1 keeps them for quicker rebuilds
+# while editing a tools/ module.
+if [ "$built_any" = 1 ] && [ "${KEEP_GO_CACHE:-0}" != 1 ]; then
+  go clean -cache
+  go clean -modcache
+  echo "build-go-tools: Go caches dropped (KEEP_GO_CACHE=1 keeps them)" >&2
+fi

@@ -7,11 +7,13 @@ use anyhow::Context;
 use bundle_tool::bundle::generate::{bundle_files, write_bundle, GenerateOptions, WriteOutcome};
 use bundle_tool::bundle::validate::{validate, Severity};
 use bundle_tool::bundle::CrdMode;
-use bundle_tool::catalog::source::{Origin as SourceOrigin, Sources};
+use bundle_tool::catalog::bundle::Objects;
+use bundle_tool::catalog::source::Sources;
+use bundle_tool::catalog::{Format, RenderSummary};
 use bundle_tool::image::auth::Credentials;
 use bundle_tool::image::registry::{connect, Access, PulledImage};
 use bundle_tool::subscriptions::{Olm, SubscriptionOptions};
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(name = "bundle-tool", version, about = "OLM bundles for model-orchestra without Docker, operator-sdk or opm")]
@@ -44,8 +46,8 @@ enum Command {
         /// Install namespace (default model-orchestra-v<MAJOR>).
         #[arg(long)]
         namespace: Option<String>,
-        #[arg(long, value_enum, default_value_t = OlmArg::V1)]
-        olm: OlmArg,
+        #[arg(long, value_enum, default_value_t = Olm::V1)]
+        olm: Olm,
         #[arg(long, default_value = "model-orchestra-operator")]
         package: String,
         /// Name of the ClusterCatalog / CatalogSource.
@@ -55,24 +57,6 @@ enum Command {
         #[arg(long)]
         image_serves: bool,
     },
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum OlmArg {
-    V1,
-    V0,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum MigrateLevel {
-    None,
-    BundleObjectToCsvMetadata,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum Format {
-    Yaml,
-    Json,
 }
 
 #[derive(Subcommand)]
@@ -88,8 +72,8 @@ enum CatalogCommand {
         output_format: Format,
         /// As opm's --migrate-level: bundle-object-to-csv-metadata carries one olm.csv.metadata
         /// per bundle instead of every manifest as olm.bundle.object.
-        #[arg(long, value_enum, default_value_t = MigrateLevel::None)]
-        migrate_level: MigrateLevel,
+        #[arg(long, value_enum, default_value_t = Objects::BundleObjects)]
+        migrate_level: Objects,
         /// Read an image `…:vX.Y.Z` from DIR/X.Y.Z when that bundle directory exists.
         #[arg(long, value_name = "DIR")]
         bundles_dir: Option<PathBuf>,
@@ -198,8 +182,8 @@ enum BundleCommand {
         /// Operator image repository (tagged v<version>), or a full reference.
         #[arg(long, env = "IMAGE_TAG_BASE", default_value = "ghcr.io/titanml/model-orchestra-operator")]
         image: String,
-        #[arg(long, value_enum, default_value_t = Mode::Shared)]
-        crd_mode: Mode,
+        #[arg(long, value_enum, default_value_t = CrdMode::Shared)]
+        crd_mode: CrdMode,
         /// The installed operator also takes CRs without the operatorVersion label.
         #[arg(long)]
         claim_unlabeled: bool,
@@ -217,12 +201,6 @@ enum BundleCommand {
         #[command(flatten)]
         output: Output,
     },
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum Mode {
-    Shared,
-    Owned,
 }
 
 fn main() -> ExitCode {
@@ -244,10 +222,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let version = semver::Version::parse(version.trim_start_matches('v'))
                 .with_context(|| format!("--version {version}: not strict semver X.Y.Z (fix: e.g. --version 1.2.3)"))?;
             let meta = bundle_tool::metadata::load(&metadata)?;
-            let crd_mode = match crd_mode {
-                Mode::Shared => CrdMode::Shared,
-                Mode::Owned => CrdMode::Owned,
-            };
             let opts = GenerateOptions { version: version.clone(), crd_version, channels, default_channel, image, crd_mode, claim_unlabeled };
             let crd = bundle_tool::crds::crd();
             bundle_tool::crds::refuse_incompatible(&crd, &output)?;
@@ -277,43 +251,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             emit(&image, &output)?;
         }
         Command::Catalog(CatalogCommand::Render { template, output, output_format, migrate_level, bundles_dir, cache_dir, registry }) => {
-            let objects = match migrate_level {
-                MigrateLevel::None => bundle_tool::catalog::bundle::Objects::BundleObjects,
-                MigrateLevel::BundleObjectToCsvMetadata => bundle_tool::catalog::bundle::Objects::CsvMetadata,
-            };
             let text = std::fs::read_to_string(&template).with_context(|| format!("{}: cannot read the template", template.display()))?;
             let sources = Sources { bundles_dir, access: registry.access(), cache_dir, ..Default::default() };
             let started = std::time::Instant::now();
-            let (catalog, provenance) = runtime()?.block_on(bundle_tool::catalog::render(&text, &template, &sources, objects))?;
-            let (mut local, mut cached, mut pulled) = (0, 0, 0);
-            for (_, origin) in &provenance {
-                match origin {
-                    SourceOrigin::Directory(_) => local += 1,
-                    SourceOrigin::Registry { cached: true, .. } => cached += 1,
-                    SourceOrigin::Registry { cached: false, .. } => pulled += 1,
-                }
+            let (catalog, provenance) = runtime()?.block_on(bundle_tool::catalog::render(&text, &template, &sources, migrate_level))?;
+            bundle_tool::catalog::write_output(output.as_deref(), &bundle_tool::catalog::encode(&catalog, output_format))?;
+            if let Some(path) = &output {
+                eprintln!("wrote {}", path.display());
             }
-            let text = match output_format {
-                Format::Yaml => catalog.to_yaml(),
-                Format::Json => catalog.to_json(),
-            };
-            match &output {
-                Some(path) => {
-                    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-                        std::fs::create_dir_all(parent).with_context(|| format!("{}: cannot create", parent.display()))?;
-                    }
-                    std::fs::write(path, &text).with_context(|| format!("{}: cannot write", path.display()))?;
-                    eprintln!("wrote {}", path.display());
-                }
-                None => print!("{text}"),
-            }
-            eprintln!(
-                "rendered {} bundle(s) into {} channel(s) in {:.2}s ({local} from bundle directories, {cached} from the cache, {pulled} pulled); default channel {}",
-                catalog.bundles.len(),
-                catalog.channels.len(),
-                started.elapsed().as_secs_f64(),
-                catalog.packages.first().map(|(p, _)| p.default_channel.as_str()).unwrap_or("")
-            );
+            eprintln!("{} in {:.2}s", RenderSummary::of(&catalog, &provenance), started.elapsed().as_secs_f64());
         }
         Command::Catalog(CatalogCommand::Validate { dir }) => {
             validate_catalog(&dir)?;
@@ -326,10 +272,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             emit(&image, &output)?;
         }
         Command::Subscriptions { catalog_image, channel, namespace, olm, package, catalog_name, image_serves } => {
-            let olm = match olm {
-                OlmArg::V1 => Olm::V1,
-                OlmArg::V0 => Olm::V0,
-            };
             let (header, objects) =
                 bundle_tool::subscriptions::manifests(&SubscriptionOptions { catalog_image, channel, namespace, olm, package, catalog_name, image_serves })?;
             eprint!("{header}");

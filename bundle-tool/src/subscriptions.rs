@@ -10,7 +10,8 @@ use serde_json::{json, Value};
 use crate::error::ToolError;
 use crate::image::registry::has_tag_or_digest;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The OLM generation to install with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Olm {
     V1,
     V0,

@@ -3,6 +3,7 @@
 //! - `render/sample`: the sample CR, in process, to checked objects (what the operator does);
 //! - `render/apps_50`: a 50-application CR (target: ≤ 2 ms);
 //! - `render/apps_50_yaml`: the same plus the YAML stream `render` prints;
+//! - `yaml/apps_50`: that YAML stream alone, from the 50-application CR's ~150 objects;
 //! - `parse/sample`: strict parsing of the sample CR.
 //!
 //! The whole `render` process is measured with hyperfine, see the README.
@@ -35,6 +36,8 @@ fn benches(c: &mut Criterion) {
     c.bench_function("render/sample", |b| b.iter(|| model_orchestra::render(&chart, &sample, "default").unwrap()));
     c.bench_function("render/apps_50", |b| b.iter(|| model_orchestra::render(&chart, &fifty, "default").unwrap()));
     c.bench_function("render/apps_50_yaml", |b| b.iter(|| to_yaml_stream(&model_orchestra::render(&chart, &fifty, "default").unwrap())));
+    let fifty_objects = model_orchestra::render(&chart, &fifty, "default").unwrap();
+    c.bench_function("yaml/apps_50", |b| b.iter(|| to_yaml_stream(&fifty_objects)));
 }
 
 criterion_group! {

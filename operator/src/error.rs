@@ -25,25 +25,24 @@ impl InputError {
 /// Why a render failed.
 #[derive(Debug, thiserror::Error)]
 pub enum RenderError {
-    /// The CR is invalid; nothing may be applied or pruned.
+    /// The CR is invalid; nothing may be applied or pruned. (Not a `source`: the message
+    /// carries it, and error chains would print it twice.)
     #[error("invalid ModelOrchestra: {0}")]
-    Input(#[from] InputError),
+    Input(InputError),
     /// The chart itself is broken (bad template, bad values.yaml, an object invalid for its
     /// kind). Only a chart developer can fix these.
     #[error("chart {file}: {message}")]
     Chart { file: String, message: String },
 }
 
+impl From<InputError> for RenderError {
+    fn from(e: InputError) -> Self {
+        RenderError::Input(e)
+    }
+}
+
 impl RenderError {
     pub(crate) fn chart(file: impl Into<String>, message: impl std::fmt::Display) -> Self {
         RenderError::Chart { file: file.into(), message: message.to_string() }
-    }
-
-    /// A short PascalCase reason, for conditions, events and metric labels.
-    pub fn reason(&self) -> &'static str {
-        match self {
-            RenderError::Input(_) => "InvalidSpec",
-            RenderError::Chart { .. } => "ChartError",
-        }
     }
 }

@@ -71,3 +71,19 @@ fn crd_prints_the_checked_in_crd() {
     let checked_in = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../config/crd/models.titanml.co_modelorchestras.yaml")).unwrap();
     assert_eq!(stdout(&out), checked_in);
 }
+
+#[test]
+fn a_render_error_names_its_field_once() {
+    let bad = "apiVersion: models.titanml.co/v1alpha1\nkind: ModelOrchestra\nmetadata: {name: x}\nspec:\n  applications:\n    chat: {podLabels: {team: \"has space\"}}\n";
+    let out = operator(&["render", "-f", "-"], Some(bad));
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert_eq!(err.matches("spec.applications.chat.podLabels.team").count(), 1, "{err}");
+}
+
+#[test]
+fn an_application_named_gateway_is_refused_by_its_field() {
+    let bad = "apiVersion: models.titanml.co/v1alpha1\nkind: ModelOrchestra\nmetadata: {name: x}\nspec:\n  applications:\n    gateway: {}\n";
+    let err = stderr(&operator(&["render", "-f", "-"], Some(bad)));
+    assert!(err.contains("spec.applications.gateway") && err.contains("reserved"), "{err}");
+}

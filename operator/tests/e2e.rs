@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Patch, PatchParams};
 use kube::ResourceExt;
 use model_orchestra::kinds::Kind;
-use serde_json::json;
+use serde_json::{json, Value};
 
 fn uids(children: &[(Kind, kube::api::DynamicObject)]) -> BTreeSet<String> {
     children.iter().filter_map(|(_, o)| o.uid()).collect()
@@ -93,11 +93,19 @@ async fn pods_that_cannot_be_scheduled_are_explained_on_the_cr_with_the_schedule
         .replace("device: cuda", "device: cuda\n        tensorParallel: 16")
         .replace("      nodeSelector:\n        nvidia.com/gpu.product: NVIDIA-GeForce-RTX-3060\n", "");
     cluster.apply_cr(&greedy).await;
-    eventually_within(Duration::from_secs(20), "the CR says the GPUs are insufficient", || async {
-        let cr = cluster.mo_api().get(&name).await.ok()?;
-        ready_condition(&cr)?["message"].as_str()?.contains("Insufficient nvidia.com/gpu").then_some(())
-    })
+    let last = std::sync::Mutex::new(Value::Null);
+    let says_insufficient = tokio::time::timeout(
+        // Seconds, not the Deployment's 10-minute progress deadline; generous for a loaded CI machine.
+        Duration::from_secs(30),
+        eventually_within(Duration::MAX, "", || async {
+            let cr = cluster.mo_api().get(&name).await.ok()?;
+            let ready = ready_condition(&cr)?;
+            *last.lock().unwrap() = ready.clone();
+            ready["message"].as_str()?.contains("Insufficient nvidia.com/gpu").then_some(())
+        }),
+    )
     .await;
+    assert!(says_insufficient.is_ok(), "after 30 s the CR still says {}", last.lock().unwrap());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,7 +11,7 @@ pub const CRD_FILE: &str = "models.titanml.co_modelorchestras.yaml";
 
 /// Where the CRD lives. OLM v1 lets only one ClusterExtension own a CRD, so versions that
 /// install side by side share a CRD installed once per cluster.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum CrdMode {
     /// The bundle carries no CRD (`make install` / `bundle-tool crds` installs it).
     Shared,

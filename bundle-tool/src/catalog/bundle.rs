@@ -56,13 +56,15 @@ pub fn go_json(value: &Value) -> String {
     Node::from_value(value).compact(true)
 }
 
-/// How bundle manifests are carried (opm's `--migrate-level`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// How bundle manifests are carried (opm's `--migrate-level`, whose names it takes).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Objects {
     /// One `olm.bundle.object` per manifest (opm's default).
     #[default]
+    #[value(name = "none")]
     BundleObjects,
     /// `bundle-object-to-csv-metadata`: one `olm.csv.metadata` instead.
+    #[value(name = "bundle-object-to-csv-metadata")]
     CsvMetadata,
 }
 

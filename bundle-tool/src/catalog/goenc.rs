@@ -5,7 +5,10 @@
 //! style, and its folding of long lines at 80 columns. The YAML emitter below follows
 //! that library's `emitterc.go` and `resolve.go` function by function, for the subset
 //! a JSON document can contain (block mappings and sequences, empty ones in flow style,
-//! and scalars).
+//! and scalars): it is a derived work of go-yaml's emitter (itself a port of libyaml;
+//! MIT licence: Copyright (c) 2006-2010 Kirill Simonov, Copyright (c) 2011-2019 Canonical
+//! Ltd). It should be rewritten from the YAML spec and observed output, as
+//! `operator/src/chart/yaml.rs` was for serde_yaml; until then this notice stays with it.
 
 use serde_json::Value;
 

@@ -32,6 +32,70 @@ pub enum RenderError {
 /// How each image was obtained, for the progress report.
 pub type Provenance = Vec<(String, source::Origin)>;
 
+/// The encodings opm writes a catalog in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    #[default]
+    Yaml,
+    Json,
+}
+
+/// What `catalog render` reports after rendering.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RenderSummary {
+    pub bundles: usize,
+    pub channels: usize,
+    pub default_channel: String,
+    /// Bundles read from bundle directories, from the digest cache, and pulled.
+    pub local: usize,
+    pub cached: usize,
+    pub pulled: usize,
+}
+
+impl RenderSummary {
+    pub fn of(catalog: &Catalog, provenance: &Provenance) -> Self {
+        let count = |f: fn(&source::Origin) -> bool| provenance.iter().filter(|(_, o)| f(o)).count();
+        RenderSummary {
+            bundles: catalog.bundles.len(),
+            channels: catalog.channels.len(),
+            default_channel: catalog.packages.first().map(|(p, _)| p.default_channel.clone()).unwrap_or_default(),
+            local: count(|o| matches!(o, source::Origin::Directory(_))),
+            cached: count(|o| matches!(o, source::Origin::Registry { cached: true, .. })),
+            pulled: count(|o| matches!(o, source::Origin::Registry { cached: false, .. })),
+        }
+    }
+}
+
+impl std::fmt::Display for RenderSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "rendered {} bundle(s) into {} channel(s) ({} from bundle directories, {} from the cache, {} pulled); default channel {}",
+            self.bundles, self.channels, self.local, self.cached, self.pulled, self.default_channel
+        )
+    }
+}
+
+/// The catalog in `format`, as opm writes it.
+pub fn encode(catalog: &Catalog, format: Format) -> String {
+    match format {
+        Format::Yaml => catalog.to_yaml(),
+        Format::Json => catalog.to_json(),
+    }
+}
+
+/// Writes `text` to `path` (creating its directory), or to standard output when `None`.
+pub fn write_output(path: Option<&Path>, text: &str) -> Result<(), crate::error::ToolError> {
+    let Some(path) = path else {
+        print!("{text}");
+        return Ok(());
+    };
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|e| crate::error::ToolError::io(parent, e))?;
+    }
+    std::fs::write(path, text).map_err(|e| crate::error::ToolError::io(path, e))
+}
+
 /// Renders the semver template at `file` (text `text`) with bundle content from `sources`.
 pub async fn render(text: &str, file: &Path, sources: &source::Sources, objects: bundle::Objects) -> Result<(Catalog, Provenance), RenderError> {
     let template = template::parse(text, file)?;

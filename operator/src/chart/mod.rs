@@ -9,8 +9,9 @@ mod context;
 mod merge;
 mod names;
 mod render;
-pub mod resolve;
-pub mod values;
+pub(crate) mod resolve;
+mod values;
+mod yaml;
 
 use std::path::Path;
 

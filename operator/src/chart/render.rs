@@ -118,12 +118,14 @@ fn drop_nulls(v: &mut Value) {
     }
 }
 
-/// The objects as one multi-document YAML stream, as `helm template` prints it.
+/// The objects as one multi-document YAML stream, as `helm template` prints it: each
+/// object exactly as `serde_yaml::to_string` writes it, after a `---` line (written by
+/// [`super::yaml`], several times faster).
 pub fn to_yaml_stream(objects: &[RenderedObject]) -> String {
-    let mut out = String::new();
+    let mut out = String::with_capacity(objects.len() * 2048);
     for o in objects {
         out.push_str("---\n");
-        out.push_str(&serde_yaml::to_string(&o.object).expect("a JSON value always serialises to YAML"));
+        super::yaml::write_yaml(&mut out, &o.object);
     }
     out
 }

@@ -4,7 +4,7 @@
 //! version.
 
 pub mod children;
-pub mod pods;
+pub(crate) mod pods;
 pub mod reconciler;
 
 use std::collections::HashSet;

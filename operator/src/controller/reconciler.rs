@@ -25,6 +25,7 @@ use crate::kinds::Kind;
 use crate::operations::metrics::Metrics;
 use crate::reconcile::backoff::{Backoff, Retry};
 use crate::reconcile::condition::{ConditionType, Reason};
+use crate::reconcile::drift::{combine, drift, Drift};
 use crate::reconcile::plan::{self, ApplyPlan, Owner, PlannedObject, FIELD_MANAGER};
 use crate::reconcile::routing::is_routed_here;
 use crate::reconcile::status::{self, deployment_readiness, Health, Observed, Outcome, Report};
@@ -110,6 +111,7 @@ struct AppliedState {
     generation: Option<i64>,
     hash: String,
     objects: Vec<Planned>,
+    at: Instant,
 }
 
 /// The facts about an applied object that drift checks and status need.
@@ -282,9 +284,15 @@ pub fn error_policy(obj: Arc<DynamicObject>, err: &ReconcileError, ctx: Arc<Cont
 }
 
 async fn reconcile_routed(cr: &Cr<'_>, ctx: &Context) -> Result<Action, ReconcileError> {
-    if let Some(state) = unchanged_since_last_apply(cr, ctx) {
-        let observed = observe(ctx, cr, &state.objects, &BTreeMap::new());
-        return report_applied(ctx, cr, observed, state.hash).await;
+    match since_last_apply(cr, ctx) {
+        SinceLastApply::Unchanged(state) => {
+            let observed = observe(ctx, cr, &state.objects, &BTreeMap::new());
+            return report_applied(ctx, cr, observed, state.hash).await;
+        }
+        // The watch event that brings the cache up to date reconciles again; the requeue
+        // covers a lost one.
+        SinceLastApply::CacheBehind => return Ok(Action::requeue(Duration::from_secs(1))),
+        SinceLastApply::Changed => {}
     }
     let plan = render_and_plan(cr, ctx)?;
     dry_run(ctx, cr, &plan).await?;
@@ -297,19 +305,33 @@ async fn reconcile_routed(cr: &Cr<'_>, ctx: &Context) -> Result<Action, Reconcil
         .collect();
     let objects: Vec<Planned> = applied.iter().map(|(o, a)| planned(o, a)).collect();
     let observed = observe(ctx, cr, &objects, &deployments);
-    ctx.remember(cr.key.clone(), AppliedState { uid: cr.uid.clone(), generation: cr.generation, hash: plan.hash.clone(), objects });
+    ctx.remember(cr.key.clone(), AppliedState { uid: cr.uid.clone(), generation: cr.generation, hash: plan.hash.clone(), objects, at: Instant::now() });
     report_applied(ctx, cr, observed, plan.hash).await
 }
 
-/// The state of the last full apply, if neither the CR's spec nor any child changed since.
-fn unchanged_since_last_apply(cr: &Cr, ctx: &Context) -> Option<AppliedState> {
+enum SinceLastApply {
+    /// Neither the CR's spec nor any child changed: the state of the last full apply.
+    Unchanged(AppliedState),
+    /// Nothing changed that the cache shows yet, but it has not seen every write of the last apply.
+    CacheBehind,
+    /// The spec or a child changed, or there was no apply yet: render and apply.
+    Changed,
+}
+
+fn since_last_apply(cr: &Cr, ctx: &Context) -> SinceLastApply {
     let memory = ctx.memory.lock().expect("memory lock");
-    let state = memory.get(&cr.key)?;
-    let same = state.uid == cr.uid
-        && state.generation == cr.generation
-        && cr.previous.applied_hash.as_deref() == Some(state.hash.as_str())
-        && state.objects.iter().all(|o| ctx.caches.version(o.kind, &cr.namespace, &o.name) == o.version);
-    same.then(|| state.clone())
+    let Some(state) = memory.get(&cr.key) else { return SinceLastApply::Changed };
+    let same_spec = state.uid == cr.uid && state.generation == cr.generation && cr.previous.applied_hash.as_deref() == Some(state.hash.as_str());
+    if !same_spec {
+        return SinceLastApply::Changed;
+    }
+    let since = state.at.elapsed();
+    let children = state.objects.iter().map(|o| drift(ctx.caches.version(o.kind, &cr.namespace, &o.name).as_deref(), o.version.as_deref(), since));
+    match combine(children) {
+        Drift::Same => SinceLastApply::Unchanged(state.clone()),
+        Drift::CacheBehind => SinceLastApply::CacheBehind,
+        Drift::Changed => SinceLastApply::Changed,
+    }
 }
 
 /// Parses the CR strictly, renders every object and plans the apply: all before anything

@@ -2,8 +2,9 @@
 //! status and its conditions, version routing and per-object backoff. The controller
 //! ([`crate::controller`]) does the I/O around these.
 
-pub mod backoff;
-pub mod condition;
-pub mod plan;
+pub(crate) mod backoff;
+pub(crate) mod condition;
+pub(crate) mod drift;
+pub(crate) mod plan;
 pub mod routing;
-pub mod status;
+pub(crate) mod status;

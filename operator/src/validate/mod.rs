@@ -13,7 +13,7 @@ mod bounds;
 pub mod names;
 mod network;
 mod pod;
-pub mod quantity;
+mod quantity;
 
 use std::collections::BTreeMap;
 
@@ -22,7 +22,7 @@ use crate::chart::resolve::{PodValues, Resolved};
 use crate::error::InputError;
 
 /// Checks every value of `values` (resolved from `spec`).
-pub fn resolved(values: &Resolved, spec: &ModelOrchestraSpec) -> Result<(), InputError> {
+pub(crate) fn resolved(values: &Resolved, spec: &ModelOrchestraSpec) -> Result<(), InputError> {
     bounds::spec(spec)?;
     names_of(values)?;
     let gateway = Origin { own: "spec.gateway".into(), own_set: spec.gateway.as_ref().map(|g| set_fields_gateway(g)), template: None };

@@ -6,6 +6,7 @@
 use futures::stream::BoxStream;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
@@ -40,6 +41,14 @@ pub fn watch(client: &Client, namespace: Option<&str>) -> (Pods, PodStream) {
     let config = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY},{INSTANCE_LABEL},{COMPONENT_LABEL}"));
     let stream = watcher(api, config).default_backoff().modify(slim).reflect(writer).touched_objects().boxed();
     (Pods { store }, stream)
+}
+
+/// Orders pods by creation: creationTimestamp has whole seconds, so a rollout's new pod
+/// often ties with the old one; the resourceVersion (an integer since Kubernetes 1.35) breaks
+/// the tie — the old pod's last write came before the new pod existed.
+fn newness(pod: &Pod) -> (Option<Time>, u64) {
+    let version = pod.metadata.resource_version.as_deref().and_then(|v| v.parse().ok()).unwrap_or(0);
+    (pod.metadata.creation_timestamp.clone(), version)
 }
 
 /// Keeps the identity labels, the scheduling condition and the containers' waiting states.
@@ -90,7 +99,7 @@ impl Pods {
                     && labels.and_then(|l| l.get(INSTANCE_LABEL)).map(String::as_str) == Some(release)
                     && labels.and_then(|l| l.get(COMPONENT_LABEL)) == Some(&label)
             })
-            .filter_map(|p| Some((p.metadata.creation_timestamp.clone(), pod_problem(&p)?)))
+            .filter_map(|p| Some((newness(&p), pod_problem(&p)?)))
             .max_by(|a, b| a.0.cmp(&b.0))
             .map(|(_, problem)| problem)
     }
@@ -126,6 +135,18 @@ mod tests {
 
     fn pod(status: serde_json::Value) -> Pod {
         serde_json::from_value(json!({"metadata": {"name": "p", "namespace": "ns"}, "status": status})).unwrap()
+    }
+
+    #[test]
+    fn of_two_pods_created_in_the_same_second_the_later_written_is_newer() {
+        let at = |rv: &str| -> Pod {
+            serde_json::from_value(json!({"metadata": {"name": "p", "creationTimestamp": "2026-11-24T01:03:47Z", "resourceVersion": rv}})).unwrap()
+        };
+        // 99 < 100 as numbers, not as strings.
+        assert!(newness(&at("100")) > newness(&at("99")));
+        let later: Pod =
+            serde_json::from_value(json!({"metadata": {"name": "p", "creationTimestamp": "2026-11-24T01:03:48Z", "resourceVersion": "5"}})).unwrap();
+        assert!(newness(&later) > newness(&at("100")), "creation time first");
     }
 
     #[test]

@@ -44,8 +44,9 @@ pub fn watch(client: &Client, namespace: Option<&str>) -> (Pods, PodStream) {
 }
 
 /// Orders pods by creation: creationTimestamp has whole seconds, so a rollout's new pod
-/// often ties with the old one; the resourceVersion (an integer since Kubernetes 1.35) breaks
-/// the tie — the old pod's last write came before the new pod existed.
+/// often ties with the old one; the resourceVersion (an integer that grows with each write on
+/// an etcd-backed API server; 0 if not) breaks the tie — the old pod's last write came
+/// before the new pod existed.
 fn newness(pod: &Pod) -> (Option<Time>, u64) {
     let version = pod.metadata.resource_version.as_deref().and_then(|v| v.parse().ok()).unwrap_or(0);
     (pod.metadata.creation_timestamp.clone(), version)

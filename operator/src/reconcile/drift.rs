@@ -23,8 +23,9 @@ pub enum Drift {
 }
 
 /// Compares versions: a Deployment's generation, or any other object's resourceVersion.
-/// Both are integers on Kubernetes ≥ 1.35 (resourceVersions became comparable: KEP-5504);
-/// anything else that differs counts as a change. `since_apply` is the time since the last
+/// An etcd-backed API server (every one the project runs against) issues integer
+/// resourceVersions that grow with each write; anything that differs and is not a pair of
+/// integers counts as a change, so an opaque version only costs a re-apply. `since_apply` is the time since the last
 /// apply, for children the cache does not hold.
 pub fn drift(cached: Option<&str>, applied: Option<&str>, since_apply: Duration) -> Drift {
     match (cached, applied) {

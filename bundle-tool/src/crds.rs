@@ -13,54 +13,71 @@ pub fn crd() -> Value {
     serde_json::to_value(model_orchestra::crd::crd()).expect("the CRD serialises")
 }
 
-/// Checks `new` against every bundle under `bundles_dir` with the rules OLM applies when
+/// Where the shared CRD each release installed is kept, under the bundles directory
+/// (`bundles/releases.yaml` records them).
+pub const RELEASED_CRDS_DIR: &str = "crds";
+
+/// Checks `new` against every release under `bundles_dir` with the rules OLM applies when
 /// a CRD is replaced (olm.md §6.5, §7.2): exactly one storage version; each CRD version a
 /// released bundle serves is still served; every version a released CRD stored stays
 /// listed (objects may be stored in it); and no released schema loses or retypes a field,
-/// gains a required field, narrows an enum, tightens a bound or changes a default.
-/// Returns every violation.
+/// gains a required field, narrows an enum, tightens a bound or changes a default. The
+/// released CRDs are those the bundles own and the shared ones kept in
+/// [`RELEASED_CRDS_DIR`]. Returns every violation.
 pub fn check_compatible(new: &Value, bundles_dir: &Path) -> Vec<String> {
     let mut problems = Vec::new();
-    let storage: Vec<&str> =
-        new["spec"]["versions"].as_array().into_iter().flatten().filter(|v| v["storage"] == true).filter_map(|v| v["name"].as_str()).collect();
+    let versions = || new["spec"]["versions"].as_array().into_iter().flatten();
+    let storage: Vec<&str> = versions().filter(|v| v["storage"] == true).filter_map(|v| v["name"].as_str()).collect();
     if storage.len() != 1 {
         problems.push(format!("the new CRD must mark exactly one version as storage, it marks {}: {storage:?}", storage.len()));
     }
-    let listed: Vec<&str> = new["spec"]["versions"].as_array().into_iter().flatten().filter_map(|v| v["name"].as_str()).collect();
+    let listed: Vec<&str> = versions().filter_map(|v| v["name"].as_str()).collect();
+    let served: Vec<(&str, &Value)> =
+        versions().filter(|v| v["served"] == true).filter_map(|v| Some((v["name"].as_str()?, &v["schema"]["openAPIV3Schema"]))).collect();
     let Ok(entries) = std::fs::read_dir(bundles_dir) else { return problems };
-    let served: Vec<(&str, &Value)> = new["spec"]["versions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|v| v["served"] == true)
-        .filter_map(|v| Some((v["name"].as_str()?, &v["schema"]["openAPIV3Schema"])))
-        .collect();
     let mut dirs: Vec<_> = entries.filter_map(Result::ok).map(|e| e.path()).filter(|p| p.is_dir()).collect();
     dirs.sort();
+    let mut released: Vec<(String, Value)> = Vec::new();
     for dir in dirs {
-        let release = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
+        let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
+        if name == RELEASED_CRDS_DIR {
+            let mut files: Vec<_> = std::fs::read_dir(&dir).into_iter().flatten().filter_map(Result::ok).map(|e| e.path()).collect();
+            files.sort();
+            for file in files.into_iter().filter(|f| f.extension().is_some_and(|e| e == "yaml")) {
+                let label = format!("bundles/{RELEASED_CRDS_DIR}/{}", file.file_name().and_then(|n| n.to_str()).unwrap_or_default());
+                match std::fs::read_to_string(&file).ok().and_then(|t| serde_yaml::from_str::<Value>(&t).ok()) {
+                    Some(crd) => released.push((label, crd)),
+                    None => problems.push(format!("{label}: not a readable CRD")),
+                }
+            }
+            continue;
+        }
         let csv_path = dir.join("manifests").join(CSV_FILE);
         if let Some(csv) = std::fs::read_to_string(&csv_path).ok().and_then(|t| serde_yaml::from_str::<Value>(&t).ok()) {
             if let Some(v) = csv["metadata"]["annotations"]["models.titanml.co/crd-version"].as_str() {
                 if !served.iter().any(|(name, _)| *name == v) {
-                    problems.push(format!("bundles/{release} serves CRD version {v}, which the new CRD no longer serves"));
+                    problems.push(format!("bundles/{name} serves CRD version {v}, which the new CRD no longer serves"));
                 }
             }
         }
         let crd_path = dir.join("manifests").join(CRD_FILE);
-        let Some(old) = std::fs::read_to_string(&crd_path).ok().and_then(|t| serde_yaml::from_str::<Value>(&t).ok()) else { continue };
-        for v in old["spec"]["versions"].as_array().into_iter().flatten().filter(|v| v["storage"] == true) {
+        if let Some(old) = std::fs::read_to_string(&crd_path).ok().and_then(|t| serde_yaml::from_str::<Value>(&t).ok()) {
+            released.push((format!("bundles/{name}"), old));
+        }
+    }
+    for (release, old) in &released {
+        let old_versions = || old["spec"]["versions"].as_array().into_iter().flatten();
+        for v in old_versions().filter(|v| v["storage"] == true) {
             let name = v["name"].as_str().unwrap_or_default();
             if !listed.contains(&name) {
-                problems
-                    .push(format!("bundles/{release}: CRD version {name} was the storage version and must stay in spec.versions (it may stop being served)"));
+                problems.push(format!("{release}: CRD version {name} was the storage version and must stay in spec.versions (it may stop being served)"));
             }
         }
-        for v in old["spec"]["versions"].as_array().into_iter().flatten().filter(|v| v["served"] == true) {
+        for v in old_versions().filter(|v| v["served"] == true) {
             let name = v["name"].as_str().unwrap_or_default();
             match served.iter().find(|(n, _)| *n == name) {
-                None => problems.push(format!("bundles/{release}: CRD version {name} is no longer served")),
-                Some((_, schema)) => schema_compatible(&v["schema"]["openAPIV3Schema"], schema, &format!("bundles/{release} {name}"), "", &mut problems),
+                None => problems.push(format!("{release}: CRD version {name} is no longer served")),
+                Some((_, schema)) => schema_compatible(&v["schema"]["openAPIV3Schema"], schema, &format!("{release} {name}"), "", &mut problems),
             }
         }
     }

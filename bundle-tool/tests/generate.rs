@@ -48,7 +48,50 @@ fn every_released_bundle_is_byte_identical_to_its_release_record() {
         let actual: std::collections::BTreeMap<String, String> =
             files.iter().map(|(path, text)| (path.clone(), Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect())).collect();
         assert_eq!(actual, recorded, "bundles/{version} changed after its release (recorded in bundles/releases.yaml)");
+        let crd = &release["crd"];
+        let file = crd["file"].as_str().unwrap_or_else(|| panic!("{version}: releases.yaml records the shared CRD it installed"));
+        let text = std::fs::read(repo(&format!("bundles/{file}"))).unwrap();
+        let sha: String = Sha256::digest(&text).iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(sha, crd["sha256"].as_str().unwrap(), "bundles/{file} changed after release {version}");
     }
+}
+
+#[test]
+fn the_repositorys_crd_keeps_every_released_crd_version() {
+    let problems = bundle_tool::crds::check_compatible(&bundle_tool::crds::crd(), &repo("bundles"));
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
+/// A bundles directory whose only release is the repository's released shared CRD.
+fn released_shared_crd(test: &str) -> PathBuf {
+    let bundles = temp(test);
+    let dir = bundles.join(bundle_tool::crds::RELEASED_CRDS_DIR);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(repo("bundles/crds/0.1.0.yaml"), dir.join("0.1.0.yaml")).unwrap();
+    bundles
+}
+
+#[test]
+fn a_crd_that_changes_a_released_shared_crd_version_is_refused() {
+    let bundles = released_shared_crd("shared-changed");
+    let mut changed = bundle_tool::crds::crd();
+    let version = changed["spec"]["versions"].as_array_mut().unwrap().iter_mut().find(|v| v["name"] == "v1alpha1").unwrap();
+    version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"].as_object_mut().unwrap().remove("applicationTemplate");
+    let problems = bundle_tool::crds::check_compatible(&changed, &bundles);
+    assert!(problems.iter().any(|p| p.contains("bundles/crds/0.1.0.yaml v1alpha1: .spec.applicationTemplate was removed")), "{problems:?}");
+    std::fs::remove_dir_all(&bundles).ok();
+}
+
+#[test]
+fn a_crd_that_stops_serving_a_released_shared_crd_version_is_refused() {
+    let bundles = released_shared_crd("shared-dropped");
+    let mut dropped = bundle_tool::crds::crd();
+    for version in dropped["spec"]["versions"].as_array_mut().unwrap().iter_mut().filter(|v| v["name"] == "v1alpha1") {
+        version["served"] = false.into();
+    }
+    let problems = bundle_tool::crds::check_compatible(&dropped, &bundles);
+    assert!(problems.iter().any(|p| p == "bundles/crds/0.1.0.yaml: CRD version v1alpha1 is no longer served"), "{problems:?}");
+    std::fs::remove_dir_all(&bundles).ok();
 }
 
 #[test]

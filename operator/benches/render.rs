@@ -4,7 +4,8 @@
 //! - `render/apps_50`: a 50-application CR (target: ≤ 2 ms);
 //! - `render/apps_50_yaml`: the same plus the YAML stream `render` prints;
 //! - `yaml/apps_50`: that YAML stream alone, from the 50-application CR's ~150 objects;
-//! - `parse/sample`: strict parsing of the sample CR.
+//! - `parse/sample`: strict parsing of the sample CR;
+//! - `chart/load`: loading the embedded chart (compiling its templates), once per process.
 //!
 //! The whole `render` process is measured with hyperfine, see the README.
 
@@ -32,6 +33,7 @@ fn benches(c: &mut Criterion) {
     let sample = parse_model_orchestra(&sample_text).unwrap();
     let fifty = parse_model_orchestra(&many_apps(50)).unwrap();
 
+    c.bench_function("chart/load", |b| b.iter(|| Chart::embedded().unwrap()));
     c.bench_function("parse/sample", |b| b.iter(|| parse_model_orchestra(&sample_text).unwrap()));
     c.bench_function("render/sample", |b| b.iter(|| model_orchestra::render(&chart, &sample, "default").unwrap()));
     c.bench_function("render/apps_50", |b| b.iter(|| model_orchestra::render(&chart, &fifty, "default").unwrap()));

@@ -53,3 +53,35 @@ fn a_chart_directory_renders_like_the_embedded_chart() {
     let a = model_orchestra::render(&from_dir, &mo, "default").unwrap();
     assert_eq!(a, render(&data("maximal.yaml")));
 }
+
+/// Application `i`'s values, with something of its own (an env value, a scaler on every
+/// third), so the render has to keep every application's objects apart.
+fn application(i: usize) -> String {
+    format!("  app-{i}:\n    env: [{{name: INDEX, value: '{i}'}}]\n    readerConfig: {{modelName: org/model-{i}}}\n    scaling: {{enabled: {}}}\n", i % 3 == 0)
+}
+
+fn with_applications(indices: impl Iterator<Item = usize>) -> String {
+    cr(&format!("applications:\n{}", indices.map(application).collect::<String>()))
+}
+
+#[test]
+fn many_applications_render_exactly_the_objects_each_renders_alone() {
+    // Above a few applications the render is split over threads; what each application
+    // gets must not depend on that.
+    use model_orchestra::chart::Component;
+    let together = render(&with_applications(0..40));
+    let mut alone: Vec<_> = render(&with_applications(0..1)).into_iter().filter(|o| !matches!(o.component, Component::Application(_))).collect();
+    for i in 0..40 {
+        alone.extend(render(&with_applications(i..i + 1)).into_iter().filter(|o| matches!(o.component, Component::Application(_))));
+    }
+    alone.sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
+    assert_eq!(together.len(), alone.len());
+    assert!(together == alone, "a 40-application render differs from its applications rendered one by one");
+}
+
+#[test]
+fn a_bad_application_far_down_the_list_is_named_as_in_a_small_render() {
+    let yaml = with_applications(0..40).replace("app-37:", "app-37-with-a-name-that-is-long-enough-to-overflow-the-label:");
+    let err = try_render(&yaml).unwrap_err().to_string();
+    assert!(err.contains("spec.applications.app-37-with-a-name-that-is-long-enough-to-overflow-the-label"), "{err}");
+}

@@ -18,6 +18,7 @@ use sha2::{Digest, Sha256};
 use super::names::{self, check_generated};
 use super::resolve::{ApplicationValues, GatewayValues, IngressSettings, PodValues, Resolved};
 use super::values::snake_case;
+use super::ChartMetadata;
 use super::{Chart, Component};
 use crate::api::{Device, IngressTls, PullPolicy, ScalingSpec, ServiceType};
 use crate::error::{InputError, RenderError};
@@ -48,7 +49,7 @@ struct Root<'a> {
     /// Render the gateway's ServiceMonitor.
     service_monitor: bool,
     gateway: &'a ComponentContext<'a>,
-    components: &'a [ComponentContext<'a>],
+    components: Components<'a, 'a>,
 }
 
 #[derive(Serialize)]
@@ -203,83 +204,140 @@ struct Scaler<'a> {
     trigger_metadata: BTreeMap<String, String>,
 }
 
-/// The template context for one ModelOrchestra, and the name of each component's objects.
-pub(super) struct Built {
-    pub context: Value,
-    pub components: Vec<(String, Component)>,
+/// What every shard of a render shares: the release's names and labels, the ServiceAccount
+/// and the gateway. Built once per render, before any application.
+pub(super) struct Release<'a> {
+    release: &'a str,
+    namespace: &'a str,
+    chart: &'a ChartMetadata,
+    fullname: String,
+    common: BTreeMap<String, String>,
+    sa_name: String,
+    values: &'a Resolved,
+    gateway: ComponentContext<'a>,
 }
 
-/// Builds the template context for one ModelOrchestra.
-pub(super) fn build(chart: &Chart, release: &str, namespace: &str, values: &Resolved) -> Result<Built, RenderError> {
-    check_release(release, namespace)?;
-    let meta = &chart.metadata;
-    let fullname = names::fullname(release, &meta.name, &values.name_override, &values.fullname_override);
-    let chart_name = if values.name_override.is_empty() { meta.name.as_str() } else { values.name_override.as_str() };
-    if !is_label_value(chart_name) {
-        return Err(InputError::new("spec.nameOverride", "must be a valid label value (≤63 of A-Z a-z 0-9 - _ .)").into());
+/// The applications of one shard, as the templates see them.
+pub(super) struct Applications<'a> {
+    contexts: Vec<ComponentContext<'a>>,
+}
+
+impl Applications<'_> {
+    /// The name of each application's objects, with its component.
+    pub fn components(&self) -> impl Iterator<Item = (&str, Component)> {
+        self.contexts.iter().filter_map(|c| Some((c.name.as_str(), Component::Application(c.app?.to_string()))))
     }
-    let common = BTreeMap::from([
-        ("app.kubernetes.io/name".to_string(), chart_name.to_string()),
-        ("app.kubernetes.io/instance".to_string(), release.to_string()),
-        ("app.kubernetes.io/version".to_string(), meta.app_version.clone()),
-        (MANAGED_BY_LABEL.to_string(), MANAGED_BY.to_string()),
-        ("helm.sh/chart".to_string(), format!("{}-{}", meta.name, meta.version).replace('+', "_")),
-    ]);
+}
 
-    let sa = &values.service_account;
-    let sa_name = match (sa.create, sa.name.as_str()) {
-        (_, name) if !name.is_empty() => name.to_string(),
-        (true, _) => fullname.clone(),
-        (false, _) => "default".to_string(),
-    };
-    if !is_dns_subdomain(&sa_name) {
-        return Err(InputError::new("spec.serviceAccount.name", format!("`{sa_name}` is not a valid ServiceAccount name (DNS subdomain)")).into());
-    }
+/// The components a context lists: the gateway (in the first shard only), then applications.
+struct Components<'b, 'a> {
+    gateway: Option<&'b ComponentContext<'a>>,
+    applications: &'b [ComponentContext<'a>],
+}
 
-    let gateway_name = format!("{fullname}-gateway");
-    check_generated(&gateway_name, if values.fullname_override.is_empty() { "metadata.name" } else { "spec.fullnameOverride" })?;
-    let gateway = gateway_component(&values.gateway, &gateway_name, &common, &meta.app_version)?;
-
-    let mut applications = Vec::with_capacity(values.applications.len());
-    for app in &values.applications {
-        let field = format!("spec.applications.{}", app.key);
-        if !is_dns_label(&app.key) {
-            return Err(InputError::new(
-                &field,
-                "application names must be DNS labels (lower-case letters, digits and `-`, starting and ending with a letter or digit, at most 63)",
-            )
-            .into());
+impl Serialize for Components<'_, '_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let mut seq = serializer.serialize_seq(Some(self.gateway.iter().count() + self.applications.len()))?;
+        for c in self.gateway.into_iter().chain(self.applications) {
+            seq.serialize_element(c)?;
         }
-        if app.key == "gateway" {
-            return Err(InputError::new(
-                &field,
-                "`gateway` is reserved: the gateway's objects are named `<fullname>-gateway`; choose another application name",
-            )
-            .into());
+        seq.end()
+    }
+}
+
+impl<'a> Release<'a> {
+    /// Checks the release's names and builds the gateway's context.
+    pub fn new(chart: &'a Chart, release: &'a str, namespace: &'a str, values: &'a Resolved) -> Result<Release<'a>, RenderError> {
+        check_release(release, namespace)?;
+        let meta = &chart.metadata;
+        let fullname = names::fullname(release, &meta.name, &values.name_override, &values.fullname_override);
+        let chart_name = if values.name_override.is_empty() { meta.name.as_str() } else { values.name_override.as_str() };
+        if !is_label_value(chart_name) {
+            return Err(InputError::new("spec.nameOverride", "must be a valid label value (≤63 of A-Z a-z 0-9 - _ .)").into());
         }
-        let ctx = AppContext { field: &field, fullname: &fullname, gateway_name: &gateway_name, namespace, internal_port: values.gateway.internal_port };
-        applications.push(application_component(&ctx, app, &values.template_env, &common, &meta.app_version)?);
+        let common = BTreeMap::from([
+            ("app.kubernetes.io/name".to_string(), chart_name.to_string()),
+            ("app.kubernetes.io/instance".to_string(), release.to_string()),
+            ("app.kubernetes.io/version".to_string(), meta.app_version.clone()),
+            (MANAGED_BY_LABEL.to_string(), MANAGED_BY.to_string()),
+            ("helm.sh/chart".to_string(), format!("{}-{}", meta.name, meta.version).replace('+', "_")),
+        ]);
+
+        let sa = &values.service_account;
+        let sa_name = match (sa.create, sa.name.as_str()) {
+            (_, name) if !name.is_empty() => name.to_string(),
+            (true, _) => fullname.clone(),
+            (false, _) => "default".to_string(),
+        };
+        if !is_dns_subdomain(&sa_name) {
+            return Err(InputError::new("spec.serviceAccount.name", format!("`{sa_name}` is not a valid ServiceAccount name (DNS subdomain)")).into());
+        }
+
+        let gateway_name = format!("{fullname}-gateway");
+        check_generated(&gateway_name, if values.fullname_override.is_empty() { "metadata.name" } else { "spec.fullnameOverride" })?;
+        let gateway = gateway_component(&values.gateway, &gateway_name, &common, &meta.app_version)?;
+        Ok(Release { release, namespace, chart: meta, fullname, common, sa_name, values, gateway })
     }
 
-    let mut names = Vec::with_capacity(applications.len() + 1);
-    names.push((gateway.name.clone(), Component::Gateway));
-    names.extend(applications.iter().filter_map(|a| Some((a.name.clone(), Component::Application(a.app?.to_string())))));
-    let mut components = Vec::with_capacity(applications.len() + 1);
-    components.push(gateway);
-    components.extend(applications);
-    let root = Root {
-        release: ReleaseInfo { name: release, namespace, service: MANAGED_BY },
-        chart: ChartInfo { name: &meta.name, version: &meta.version, app_version: &meta.app_version },
-        fullname: &fullname,
-        labels: &common,
-        image_pull_secrets: &values.image_pull_secrets,
-        service_account: ServiceAccountContext { create: sa.create, automount: sa.automount, name: &sa_name, annotations: &sa.annotations },
-        service_monitor: values.gateway.export_prometheus_metrics,
-        gateway: &components[0],
-        components: &components,
-    };
-    let context = serde_json::to_value(&root).map_err(|e| RenderError::chart("values", e))?;
-    Ok(Built { context, components: names })
+    pub fn namespace(&self) -> &str {
+        self.namespace
+    }
+
+    /// The gateway's object name.
+    pub fn gateway_name(&self) -> &str {
+        &self.gateway.name
+    }
+
+    /// The contexts of `applications` (a slice of the resolved values' applications).
+    pub fn applications(&self, applications: &'a [ApplicationValues]) -> Result<Applications<'a>, RenderError> {
+        let mut contexts = Vec::with_capacity(applications.len());
+        for app in applications {
+            let field = format!("spec.applications.{}", app.key);
+            if !is_dns_label(&app.key) {
+                return Err(InputError::new(
+                    &field,
+                    "application names must be DNS labels (lower-case letters, digits and `-`, starting and ending with a letter or digit, at most 63)",
+                )
+                .into());
+            }
+            if app.key == "gateway" {
+                return Err(InputError::new(
+                    &field,
+                    "`gateway` is reserved: the gateway's objects are named `<fullname>-gateway`; choose another application name",
+                )
+                .into());
+            }
+            let ctx = AppContext {
+                field: &field,
+                fullname: &self.fullname,
+                gateway_name: &self.gateway.name,
+                namespace: self.namespace,
+                internal_port: self.values.gateway.internal_port,
+            };
+            contexts.push(application_component(&ctx, app, &self.values.template_env, &self.common, &self.chart.app_version)?);
+        }
+        Ok(Applications { contexts })
+    }
+
+    /// The template context of one shard: the release, the gateway at the root (and, when
+    /// `with_gateway`, among the components) and the shard's applications.
+    pub fn context(&self, with_gateway: bool, applications: &Applications) -> Result<Value, RenderError> {
+        let values = self.values;
+        let sa = &values.service_account;
+        let root = Root {
+            release: ReleaseInfo { name: self.release, namespace: self.namespace, service: MANAGED_BY },
+            chart: ChartInfo { name: &self.chart.name, version: &self.chart.version, app_version: &self.chart.app_version },
+            fullname: &self.fullname,
+            labels: &self.common,
+            image_pull_secrets: &values.image_pull_secrets,
+            service_account: ServiceAccountContext { create: sa.create, automount: sa.automount, name: &self.sa_name, annotations: &sa.annotations },
+            service_monitor: values.gateway.export_prometheus_metrics,
+            gateway: &self.gateway,
+            components: Components { gateway: with_gateway.then_some(&self.gateway), applications: &applications.contexts },
+        };
+        serde_json::to_value(&root).map_err(|e| RenderError::chart("values", e))
+    }
 }
 
 fn check_release(release: &str, namespace: &str) -> Result<(), InputError> {

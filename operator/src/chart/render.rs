@@ -40,36 +40,114 @@ fn json_helper(h: &Helper, _: &Handlebars, _: &Context, _: &mut RenderContext, o
     Ok(())
 }
 
+/// Below this many applications per shard, a second thread costs more than it saves.
+const MIN_APPLICATIONS_PER_SHARD: usize = 8;
+
+/// How many threads a render may use: the CPUs this process may run on, asked once.
+fn render_threads() -> usize {
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// The application ranges of a render's shards: one shard up to
+/// [`MIN_APPLICATIONS_PER_SHARD`] applications, then one per thread, sizes within one.
+fn shards(applications: usize, threads: usize) -> Vec<std::ops::Range<usize>> {
+    let count = (applications / MIN_APPLICATIONS_PER_SHARD).clamp(1, threads.max(1));
+    (0..count).map(|i| (applications * i / count)..(applications * (i + 1) / count)).collect()
+}
+
+/// The outcome of one shard: an error in the values (building its applications' contexts)
+/// outranks an error in the chart (rendering them), so a bad CR is reported as such
+/// whichever shard meets it first.
+enum ShardError {
+    Values(RenderError),
+    Chart(RenderError),
+}
+
 impl Chart {
     /// Renders the objects for a ModelOrchestra named `release` in `namespace`.
+    ///
+    /// Applications are rendered in shards, on as many threads as the CPUs allow: every
+    /// shard renders every template with the release, the gateway at the root and its own
+    /// applications, and contributes the objects of its applications; the first shard also
+    /// lists the gateway among its components and contributes the release's and the
+    /// gateway's objects. The templates do not know about shards.
     pub fn render(&self, release: &str, namespace: &str, spec: &ModelOrchestraSpec) -> Result<Vec<RenderedObject>, RenderError> {
         let values = super::resolve::resolve(&self.defaults, spec)?;
         crate::validate::resolved(&values, spec)?;
-        let context::Built { context, components } = context::build(self, release, namespace, &values)?;
-        // A component's objects carry its name; the ServiceAccount belongs to the release.
-        let by_name: std::collections::HashMap<&str, &Component> = components.iter().map(|(n, c)| (n.as_str(), c)).collect();
-        let component_of = |kind: Kind, name: &str| match kind {
-            Kind::ServiceAccount => Component::Release,
-            _ => by_name.get(name).map_or(Component::Release, |c| (*c).clone()),
+        let release_context = context::Release::new(self, release, namespace, &values)?;
+        let ranges = shards(values.applications.len(), render_threads());
+        let render_shard = |i: usize| self.render_shard(&release_context, &values.applications[ranges[i].clone()], i == 0);
+        let outcomes: Vec<Result<Vec<RenderedObject>, ShardError>> = if ranges.len() == 1 {
+            vec![render_shard(0)]
+        } else {
+            std::thread::scope(|scope| {
+                let others: Vec<_> = (1..ranges.len()).map(|i| scope.spawn(move || render_shard(i))).collect();
+                let first = render_shard(0);
+                std::iter::once(first).chain(others.into_iter().map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))).collect()
+            })
         };
+        let mut objects = Vec::new();
+        let mut chart_error = None;
+        for outcome in outcomes {
+            match outcome {
+                Ok(shard) => objects.extend(shard),
+                Err(ShardError::Values(e)) => return Err(e),
+                Err(ShardError::Chart(e)) => chart_error = chart_error.or(Some(e)),
+            }
+        }
+        if let Some(e) = chart_error {
+            return Err(e);
+        }
+        objects.sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
+        if let Some(twice) = objects.windows(2).find(|w| (w[0].kind, &w[0].name) == (w[1].kind, &w[1].name)) {
+            return Err(RenderError::chart("templates/", format!("renders {} `{}` a second time", twice[0].kind.kind(), twice[0].name)));
+        }
+        Ok(objects)
+    }
+
+    /// Renders every template for one shard of the applications (see [`Chart::render`]).
+    fn render_shard(
+        &self,
+        release: &context::Release,
+        applications: &[super::resolve::ApplicationValues],
+        first: bool,
+    ) -> Result<Vec<RenderedObject>, ShardError> {
+        let applications = release.applications(applications).map_err(ShardError::Values)?;
+        let mut by_name: std::collections::HashMap<&str, Component> = applications.components().collect();
+        if first {
+            by_name.insert(release.gateway_name(), Component::Gateway);
+        }
         // Wrapped once: `Handlebars::render` would re-serialise the context per template.
-        let ctx = Context::from(context);
+        let ctx = Context::from(release.context(first, &applications).map_err(ShardError::Chart)?);
         let mut objects = Vec::new();
         let mut seen = HashSet::new();
         for template in &self.templates {
             let file = format!("templates/{template}");
-            let text = self.registry.render_with_context(template, &ctx).map_err(|e| RenderError::chart(&file, e))?;
+            let chart_error = |m: String| ShardError::Chart(RenderError::chart(&file, m));
+            let text = self.registry.render_with_context(template, &ctx).map_err(|e| chart_error(e.to_string()))?;
             for doc in serde_json::Deserializer::from_str(&text).into_iter::<Value>() {
-                let doc = doc.map_err(|e| RenderError::chart(&file, format!("output is not valid JSON: {e}: {}", excerpt(&text, &e))))?;
-                let mut object = check_object(doc, namespace, self.check_objects).map_err(|m| RenderError::chart(&file, m))?;
-                object.component = component_of(object.kind, &object.name);
+                let doc = doc.map_err(|e| chart_error(format!("output is not valid JSON: {e}: {}", excerpt(&text, &e))))?;
+                let mut object = check_object(doc, release.namespace(), self.check_objects).map_err(chart_error)?;
+                // The ServiceAccount belongs to the release; every other object to the
+                // component whose name it carries.
+                object.component = match object.kind {
+                    Kind::ServiceAccount => Component::Release,
+                    _ => match by_name.get(object.name.as_str()) {
+                        Some(component) => component.clone(),
+                        None if object.name == release.gateway_name() => Component::Gateway,
+                        None => Component::Release,
+                    },
+                };
                 if !seen.insert((object.kind, object.name.clone())) {
-                    return Err(RenderError::chart(&file, format!("renders {} `{}` a second time", object.kind.kind(), object.name)));
+                    return Err(chart_error(format!("renders {} `{}` a second time", object.kind.kind(), object.name)));
                 }
-                objects.push(object);
+                // A later shard contributes only its applications' objects.
+                if first || matches!(object.component, Component::Application(_)) {
+                    objects.push(object);
+                }
             }
         }
-        objects.sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
         Ok(objects)
     }
 }
@@ -128,4 +206,28 @@ pub fn to_yaml_stream(objects: &[RenderedObject]) -> String {
         super::yaml::write_yaml(&mut out, &o.object);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shards;
+
+    #[test]
+    fn a_few_applications_render_in_one_shard() {
+        assert_eq!(shards(0, 8), vec![0..0]);
+        assert_eq!(shards(15, 8), vec![0..15]);
+    }
+
+    #[test]
+    fn many_applications_split_evenly_over_the_threads() {
+        assert_eq!(shards(50, 2), vec![0..25, 25..50]);
+        assert_eq!(shards(1000, 3), vec![0..333, 333..666, 666..1000]);
+        assert_eq!(shards(17, 4), vec![0..8, 8..17]);
+        assert_eq!(shards(16, 4), vec![0..8, 8..16]);
+    }
+
+    #[test]
+    fn one_thread_means_one_shard() {
+        assert_eq!(shards(1000, 1), vec![0..1000]);
+    }
 }

@@ -34,6 +34,16 @@ pub fn crd() -> CustomResourceDefinition {
     serde_json::from_value(crd).expect("trimming keeps a valid CRD")
 }
 
+/// The CRD serving `v1alpha1` (storage) and `v1alpha2`, as the operator will ship it once
+/// `v1alpha2` renders; today only the CRD-versions tests install it.
+pub fn crd_with_v1alpha2() -> CustomResourceDefinition {
+    use crate::api::v1alpha2;
+    let mut second = serde_json::to_value(v1alpha2::ModelOrchestra::crd()).expect("the CRD serialises");
+    trim_descriptions(&mut second, false);
+    let second: CustomResourceDefinition = serde_json::from_value(second).expect("trimming keeps a valid CRD");
+    kube::core::crd::merge_crds(vec![crd(), second], crate::api::v1alpha1::VERSION).expect("both versions describe the same kind")
+}
+
 pub fn crd_yaml() -> String {
     serde_yaml::to_string(&crd()).expect("the CRD serialises")
 }

@@ -15,6 +15,33 @@ fn checked_in_crd_is_up_to_date() {
 }
 
 #[test]
+fn every_released_crd_version_is_generated_byte_for_byte_as_released() {
+    // A released version is frozen: objects stored in it, and clients written against it,
+    // must read the same. bundles/crds holds the CRD each release installed.
+    let generated: Value = serde_json::to_value(crd::crd()).unwrap();
+    let dir = format!("{}/../bundles/crds", env!("CARGO_MANIFEST_DIR"));
+    let mut releases: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    releases.sort();
+    assert!(!releases.is_empty(), "{dir} holds the released CRDs");
+    for release in releases {
+        let released: Value = serde_yaml::from_str(&std::fs::read_to_string(&release).unwrap()).unwrap();
+        for version in released["spec"]["versions"].as_array().unwrap() {
+            let name = version["name"].as_str().unwrap();
+            let current = generated["spec"]["versions"].as_array().unwrap().iter().find(|v| v["name"] == name);
+            let current = current.unwrap_or_else(|| panic!("{}: version {name} is no longer in the CRD", release.display()));
+            assert!(
+                serde_yaml::to_string(&current["schema"]).unwrap() == serde_yaml::to_string(&version["schema"]).unwrap(),
+                "{}: the schema of {name} changed; released versions are frozen (add a version instead)",
+                release.display()
+            );
+            for field in ["subresources", "additionalPrinterColumns"] {
+                assert_eq!(current[field], version[field], "{}: {name}'s {field} changed", release.display());
+            }
+        }
+    }
+}
+
+#[test]
 fn checked_in_values_schema_is_up_to_date() {
     assert!(repo_file("charts/model-orchestra/values.schema.json") == crd::values_schema_json(), "values.schema.json is stale: run `make generate`");
 }

@@ -57,7 +57,10 @@ fn a_chart_directory_renders_like_the_embedded_chart() {
 /// Application `i`'s values, with something of its own (an env value, a scaler on every
 /// third), so the render has to keep every application's objects apart.
 fn application(i: usize) -> String {
-    format!("  app-{i}:\n    env: [{{name: INDEX, value: '{i}'}}]\n    readerConfig: {{modelName: org/model-{i}}}\n    scaling: {{enabled: {}}}\n", i % 3 == 0)
+    format!(
+        "  app-{i}:\n    env: [{{name: INDEX, value: '{i}'}}]\n    readerConfig: {{modelName: org/model-{i}}}\n    scaling: {{enabled: {}}}\n",
+        i.is_multiple_of(3)
+    )
 }
 
 fn with_applications(indices: impl Iterator<Item = usize>) -> String {

@@ -1,3 +1,7 @@
+//! `models.titanml.co/v1alpha1`, released with 0.1.0 and frozen: its schema in the CRD
+//! stays byte-identical to the released CRD (`bundles/crds/0.1.0.yaml`, checked by
+//! `tests/generated_files.rs`). Add fields and rules in a new version, never here.
+//!
 //! The `ModelOrchestra` custom resource: its `spec` is exactly the chart's values contract
 //! (`charts/model-orchestra/values.yaml`), typed, so that the CRD schema, the chart's
 //! `values.schema.json` and the renderer all come from this one definition.
@@ -19,11 +23,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub const GROUP: &str = "models.titanml.co";
 pub const VERSION: &str = "v1alpha1";
-pub const KIND: &str = "ModelOrchestra";
-/// The label that routes a CR to one operator version line (`v0`, `v1`, ...).
-pub const ROUTING_LABEL: &str = "operatorVersion";
 
 /// Desired state of a ModelOrchestra: the values of the vendored model-orchestra chart.
 // Each `printcolumn(...)` repeats `type_`: clippy reads the repeats as duplicated attributes.
@@ -170,64 +170,8 @@ pub struct IngressTls {
     pub secret_name: Option<String>,
 }
 
-/// Declares a component struct (gateway or application) with the fields both share,
-/// plus its own. A macro rather than `#[serde(flatten)]`, because flatten would hide
-/// unknown fields from the strict parser and blur the CRD schema.
-macro_rules! component {
-    ($(#[$meta:meta])* pub struct $name:ident { $($(#[$fmeta:meta])* pub $field:ident: $ty:ty,)* }) => {
-        $(#[$meta])*
-        #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-        #[serde(rename_all = "camelCase")]
-        pub struct $name {
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            pub image: Option<Image>,
-            /// Environment variables of the container (`value` or `valueFrom`, kept as given).
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            pub env: Option<Vec<EnvVar>>,
-            /// Replicas of the Deployment; ignored when an autoscaler owns it.
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            #[schemars(range(min = 0))]
-            pub replica_count: Option<i32>,
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            pub pod_annotations: Option<BTreeMap<String, String>>,
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            pub pod_labels: Option<BTreeMap<String, String>>,
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            pub pod_security_context: Option<PodSecurityContext>,
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            pub security_context: Option<SecurityContext>,
-            /// Container ports (defaults: inference 3000, management 3001, openai 3003, internal 3005).
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            pub ports: Option<Vec<ContainerPort>>,
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            pub service: Option<ServiceValues>,
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            pub ingress: Option<IngressValues>,
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            pub resources: Option<ResourceRequirements>,
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            pub liveness_probe: Option<Probe>,
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            pub readiness_probe: Option<Probe>,
-            /// Extra volumes, after the chart's `config` and `dshm`.
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            pub volumes: Option<Vec<Volume>>,
-            /// Extra volume mounts, after the chart's `config` and `dshm`.
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            pub volume_mounts: Option<Vec<VolumeMount>>,
-            /// Passed to the pod spec unchanged (e.g. `nvidia.com/gpu.product`).
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            pub node_selector: Option<BTreeMap<String, String>>,
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            pub tolerations: Option<Vec<Toleration>>,
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            pub affinity: Option<Affinity>,
-            $($(#[$fmeta])* #[serde(default, skip_serializing_if = "Option::is_none")] pub $field: Option<$ty>,)*
-        }
-    };
-}
-
 component! {
+    with_service_and_ingress;
     /// The gateway (router) that fronts every reader.
     pub struct Gateway {
         /// Gateway server configuration, camelCase keys (written snake_case into `config.yaml`).
@@ -238,6 +182,7 @@ component! {
 }
 
 component! {
+    with_service_and_ingress;
     /// One inference application (a reader deployment), or the template all of them inherit.
     pub struct Application {
         /// Reader configuration, camelCase keys (written snake_case into `config.yaml`).

@@ -52,7 +52,8 @@ lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-## render: render the sample ModelOrchestra offline (no cluster needed)
+## render: render the sample ModelOrchestra offline (no cluster needed); SAMPLE picks
+## another, e.g. SAMPLE=config/samples/modelorchestra-v1alpha2.yaml
 render:
 	$(CARGO) run --quiet --bin model-orchestra-operator -- render -f $(SAMPLE)
 
@@ -64,6 +65,7 @@ crd:
 generate: build
 	$(OPERATOR) crd > config/crd/models.titanml.co_modelorchestras.yaml
 	$(OPERATOR) values-schema > charts/model-orchestra/values.schema.json
+	$(OPERATOR) values-schema --api-version v1alpha2 > charts/model-orchestra-1.0/values.schema.json
 	$(OPERATOR) rbac > config/rbac/role.yaml
 	$(OPERATOR) manifests --claim-unlabeled > config/deploy/operator.yaml
 

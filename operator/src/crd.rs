@@ -84,15 +84,31 @@ fn trim_descriptions(node: &mut Value, inside: bool) {
     }
 }
 
-/// JSON Schema (draft 2020-12) of the chart's values, from the same types as the CRD.
+/// JSON Schema (draft 2020-12) of the `v1alpha1` chart's values, from the same types as
+/// the CRD.
 pub fn values_schema() -> Value {
-    let mut schema = serde_json::to_value(schemars::schema_for!(ModelOrchestraSpec)).expect("schema serialises");
-    schema["title"] = "model-orchestra chart values".into();
+    values_schema_for(crate::chart::Contract::V1alpha1)
+}
+
+/// JSON Schema (draft 2020-12) of the values of the chart for `contract`.
+pub fn values_schema_for(contract: crate::chart::Contract) -> Value {
+    let (schema, title) = match contract {
+        crate::chart::Contract::V1alpha1 => (schemars::schema_for!(ModelOrchestraSpec), "model-orchestra chart values"),
+        crate::chart::Contract::V1alpha2 => {
+            (schemars::schema_for!(crate::api::v1alpha2::ModelOrchestraSpec), "model-orchestra chart values (ModelOrchestra v1alpha2)")
+        }
+    };
+    let mut schema = serde_json::to_value(schema).expect("schema serialises");
+    schema["title"] = title.into();
     schema
 }
 
 pub fn values_schema_json() -> String {
-    let mut text = serde_json::to_string_pretty(&values_schema()).expect("schema serialises");
+    values_schema_json_for(crate::chart::Contract::V1alpha1)
+}
+
+pub fn values_schema_json_for(contract: crate::chart::Contract) -> String {
+    let mut text = serde_json::to_string_pretty(&values_schema_for(contract)).expect("schema serialises");
     text.push('\n');
     text
 }

@@ -43,6 +43,45 @@ pub fn from_value(value: &Value) -> Result<ModelOrchestra, InputError> {
     Ok(mo)
 }
 
+/// A ModelOrchestra of any version this binary renders (boxed: the typed specs are large).
+#[derive(Debug, Clone)]
+pub enum Versioned {
+    V1alpha1(Box<ModelOrchestra>),
+    V1alpha2(Box<crate::api::v1alpha2::ModelOrchestra>),
+}
+
+/// Parses one ModelOrchestra document of any version this binary renders, by its
+/// `apiVersion`.
+pub fn parse_versioned(text: &str) -> Result<Versioned, InputError> {
+    let value: Value = serde_yaml::from_str(text).map_err(|e| InputError::new("(document)", format!("not valid YAML: {e}")))?;
+    versioned_from_value(&value)
+}
+
+/// Checks `apiVersion`/`kind` and deserialises strictly as the version `apiVersion` names.
+pub fn versioned_from_value(value: &Value) -> Result<Versioned, InputError> {
+    let v1alpha2 = format!("{GROUP}/{}", crate::api::v1alpha2::VERSION);
+    match value.get("apiVersion").and_then(Value::as_str) {
+        Some(v) if v == v1alpha2 => {
+            let mut plain = value.clone();
+            plain["apiVersion"] = Value::String(format!("{GROUP}/{VERSION}"));
+            // Same envelope rules as v1alpha1 (kind, metadata, no other top-level field)...
+            let envelope = from_value(&Value::Object(
+                plain.as_object().into_iter().flatten().filter(|(k, _)| *k != "spec").map(|(k, v)| (k.clone(), v.clone())).collect(),
+            ))?;
+            // ...and the spec read strictly as v1alpha2.
+            let spec = match value.get("spec") {
+                None | Some(Value::Null) => Default::default(),
+                Some(spec) => strict_from_value(spec).map_err(|e| e.prefixed("spec"))?,
+            };
+            let mut mo = crate::api::v1alpha2::ModelOrchestra::new("", spec);
+            mo.metadata = envelope.metadata;
+            Ok(Versioned::V1alpha2(Box::new(mo)))
+        }
+        Some(v) if v == format!("{GROUP}/{VERSION}") => from_value(value).map(|mo| Versioned::V1alpha1(Box::new(mo))),
+        other => Err(InputError::new("apiVersion", format!("expected `{GROUP}/{VERSION}` or `{v1alpha2}`, found {}", describe(other)))),
+    }
+}
+
 fn describe(found: Option<&str>) -> String {
     found.map_or_else(|| "nothing".to_string(), |s| format!("`{s}`"))
 }

@@ -7,7 +7,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use model_orchestra::chart::{to_yaml_stream, Chart};
+use model_orchestra::chart::{to_yaml_stream, Chart, Contract};
+use model_orchestra::input::Versioned;
 
 #[derive(Parser)]
 #[command(name = "model-orchestra-operator", version, about = "Deploys ModelOrchestra LLM inference stacks")]
@@ -44,8 +45,13 @@ enum Command {
         claim_unlabeled: bool,
     },
     /// Print the JSON Schema of the chart's values (charts/model-orchestra/values.schema.json).
-    ValuesSchema,
-    /// Render a ModelOrchestra offline, like `helm template`: the exact objects the operator applies.
+    ValuesSchema {
+        /// The ModelOrchestra version whose values (chart) to describe.
+        #[arg(long, value_parser = ["v1alpha1", "v1alpha2"], default_value = "v1alpha1")]
+        api_version: String,
+    },
+    /// Render a ModelOrchestra (v1alpha1 or v1alpha2) offline, like `helm template`: the exact
+    /// objects the operator applies.
     Render {
         /// The ModelOrchestra manifest (YAML or JSON); `-` reads standard input.
         #[arg(short = 'f', long = "filename", value_name = "FILE")]
@@ -87,7 +93,10 @@ fn execute(cli: Cli) -> anyhow::Result<()> {
             let options = model_orchestra::manifests::deploy::DeployOptions { namespace, image, routing, claim_unlabeled };
             print!("{}", model_orchestra::manifests::deploy::all_yaml(&options));
         }
-        Command::ValuesSchema => print!("{}", model_orchestra::crd::values_schema_json()),
+        Command::ValuesSchema { api_version } => {
+            let contract = Contract::from_api_version(Some(&api_version)).map_err(anyhow::Error::msg)?;
+            print!("{}", model_orchestra::crd::values_schema_json_for(contract))
+        }
         Command::Render { file, namespace, chart } => {
             let text = if file == "-" {
                 let mut s = String::new();
@@ -97,12 +106,20 @@ fn execute(cli: Cli) -> anyhow::Result<()> {
                 std::fs::read_to_string(&file).with_context(|| format!("reading {file}"))?
             };
             let source = if file == "-" { "<stdin>" } else { file.as_str() };
+            let mo = model_orchestra::input::parse_versioned(&text).with_context(|| format!("{source}: invalid ModelOrchestra"))?;
+            let contract = match &mo {
+                Versioned::V1alpha1(_) => Contract::V1alpha1,
+                Versioned::V1alpha2(_) => Contract::V1alpha2,
+            };
             let chart = match chart {
                 Some(dir) => Chart::from_dir(&dir),
-                None => Chart::embedded(),
+                None => Chart::embedded_for(contract),
             }?;
-            let mo = model_orchestra::input::parse_model_orchestra(&text).with_context(|| format!("{source}: invalid ModelOrchestra"))?;
-            let objects = model_orchestra::render(&chart, &mo, &namespace).with_context(|| format!("{source}: cannot render"))?;
+            let objects = match &mo {
+                Versioned::V1alpha1(mo) => model_orchestra::render(&chart, mo, &namespace),
+                Versioned::V1alpha2(mo) => model_orchestra::render_v1alpha2(&chart, mo, &namespace),
+            }
+            .with_context(|| format!("{source}: cannot render"))?;
             print!("{}", to_yaml_stream(&objects));
         }
     }

@@ -87,3 +87,20 @@ fn an_application_named_gateway_is_refused_by_its_field() {
     let err = stderr(&operator(&["render", "-f", "-"], Some(bad)));
     assert!(err.contains("spec.applications.gateway") && err.contains("reserved"), "{err}");
 }
+
+#[test]
+fn render_takes_a_v1alpha2_manifest_and_renders_it_with_its_chart() {
+    let out = operator(&["render", "-f", "config/samples/modelorchestra-v1alpha2.yaml"], None);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("takeoff:"), "the v1alpha2 contract's config.yaml");
+    assert!(text.contains("helm.sh/chart: model-orchestra-1.0.0"), "rendered by the v1alpha2 chart");
+}
+
+#[test]
+fn an_unknown_api_version_is_refused_naming_the_versions_render_takes() {
+    let out = operator(&["render", "-f", "-"], Some("apiVersion: models.titanml.co/v1beta1\nkind: ModelOrchestra\nmetadata: {name: x}\n"));
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("apiVersion") && err.contains("models.titanml.co/v1alpha1") && err.contains("models.titanml.co/v1alpha2"), "{err}");
+}

@@ -44,6 +44,10 @@ fn every_released_crd_version_is_generated_byte_for_byte_as_released() {
 #[test]
 fn checked_in_values_schema_is_up_to_date() {
     assert!(repo_file("charts/model-orchestra/values.schema.json") == crd::values_schema_json(), "values.schema.json is stale: run `make generate`");
+    assert!(
+        repo_file("charts/model-orchestra-1.0/values.schema.json") == crd::values_schema_json_for(model_orchestra::chart::Contract::V1alpha2),
+        "charts/model-orchestra-1.0/values.schema.json is stale: run `make generate`"
+    );
 }
 
 #[test]

@@ -2,7 +2,8 @@
 //! set of rendered objects or the shape of their fields, and reach the output as the same
 //! data; in a field with a syntax of its own (names, hosts, paths, label values) an
 //! arbitrary string is either valid there and changes nothing else, or rejected with that
-//! field's path. 10,000 cases by default (`PROPTEST_CASES` overrides).
+//! field's path. 10,000 cases by default (`PROPTEST_CASES` overrides); the same CR as
+//! `v1alpha2` through its chart, a tenth as many.
 
 mod common;
 
@@ -187,6 +188,45 @@ proptest! {
         );
 
         // And the printed YAML stream reads back as exactly these objects.
+        let text = to_yaml_stream(&objects);
+        let reparsed: Vec<Value> = serde_yaml::Deserializer::from_str(&text).map(|d| serde::Deserialize::deserialize(d).unwrap()).collect();
+        let originals: Vec<Value> = objects.iter().map(|o| o.object.clone()).collect();
+        prop_assert_eq!(reparsed, originals);
+    }
+}
+
+/// The same CR as `v1alpha2` (the template's hostile strings plus a models volume), through
+/// the `v1alpha2` chart.
+fn cr_v1alpha2_with(strings: &[String]) -> Value {
+    let mut cr = cr_with(strings);
+    cr["apiVersion"] = "models.titanml.co/v1alpha2".into();
+    cr["spec"]["applicationTemplate"]["modelsVolume"] = serde_json::json!({"name": "models", "persistentVolumeClaim": {"claimName": "models"}});
+    cr
+}
+
+fn render_v1alpha2_value(cr: &Value) -> Vec<RenderedObject> {
+    let model_orchestra::input::Versioned::V1alpha2(mo) = model_orchestra::input::versioned_from_value(cr).unwrap_or_else(|e| panic!("rejected: {e}")) else {
+        panic!("not read as v1alpha2")
+    };
+    model_orchestra::render_v1alpha2(chart_v1alpha2(), &mo, "default").unwrap_or_else(|e| panic!("render failed: {e}"))
+}
+
+fn baseline_v1alpha2_shapes() -> &'static Vec<(Kind, String, Value)> {
+    static BASELINE: std::sync::OnceLock<Vec<(Kind, String, Value)>> = std::sync::OnceLock::new();
+    BASELINE.get_or_init(|| shapes(&render_v1alpha2_value(&cr_v1alpha2_with(&vec!["x".to_string(); slots()]))))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases() / 10, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn hostile_strings_never_change_v1alpha2_objects_or_shapes(strings in prop::collection::vec(hostile_string(), slots())) {
+        let cr = cr_v1alpha2_with(&strings);
+        let objects = render_v1alpha2_value(&cr);
+        prop_assert_eq!(&shapes(&objects), baseline_v1alpha2_shapes());
+        let cm = &objects.iter().find(|o| o.kind == Kind::ConfigMap && o.name.ends_with("-chat")).unwrap().object;
+        let config: Value = serde_yaml::from_str(cm["data"]["config.yaml"].as_str().unwrap()).unwrap();
+        prop_assert_eq!(&config["takeoff"]["readers_config"]["chat"]["model_name"], &cr["spec"]["applications"]["chat"]["readerConfig"]["modelName"]);
         let text = to_yaml_stream(&objects);
         let reparsed: Vec<Value> = serde_yaml::Deserializer::from_str(&text).map(|d| serde::Deserialize::deserialize(d).unwrap()).collect();
         let originals: Vec<Value> = objects.iter().map(|o| o.object.clone()).collect();

@@ -108,3 +108,84 @@ component! {
         pub models_volume: Volume,
     }
 }
+
+/// What `v1alpha2` adds to the values the renderer resolves: each application's models
+/// volume, chosen the chart's way (its own, else the template's; never merged).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ModelsVolumes {
+    /// `applicationTemplate.modelsVolume` as merged over the chart's default.
+    pub template: Option<Volume>,
+    /// Each application's own `modelsVolume`.
+    pub own: BTreeMap<String, Volume>,
+}
+
+impl ModelsVolumes {
+    /// The volume mounted at `/code/models` for `application`.
+    pub fn of(&self, application: &str) -> Option<&Volume> {
+        self.own.get(application).or(self.template.as_ref())
+    }
+}
+
+impl ModelOrchestraSpec {
+    /// The spec in the renderer's terms: the `v1alpha1` values (applications with no Service
+    /// or Ingress of their own, see [`Application::into_values`]) and the models volumes.
+    pub fn into_values(self) -> (super::v1alpha1::ModelOrchestraSpec, ModelsVolumes) {
+        let mut models = ModelsVolumes::default();
+        let template = self.application_template.map(|t| {
+            let (values, volume) = t.into_values();
+            models.template = volume;
+            values
+        });
+        let applications = self.applications.map(|apps| {
+            apps.into_iter()
+                .map(|(name, app)| {
+                    let (values, volume) = app.into_values();
+                    if let Some(volume) = volume {
+                        models.own.insert(name.clone(), volume);
+                    }
+                    (name, values)
+                })
+                .collect()
+        });
+        let spec = super::v1alpha1::ModelOrchestraSpec {
+            image_pull_secrets: self.image_pull_secrets,
+            name_override: self.name_override,
+            fullname_override: self.fullname_override,
+            service_account: self.service_account,
+            gateway: self.gateway,
+            application_template: template,
+            applications,
+        };
+        (spec, models)
+    }
+}
+
+impl Application {
+    /// The application as `v1alpha1` values, and its models volume. It has no Service or
+    /// Ingress: the chart renders none for applications, so none is carried.
+    pub fn into_values(self) -> (super::v1alpha1::Application, Option<Volume>) {
+        let values = super::v1alpha1::Application {
+            image: self.image,
+            env: self.env,
+            replica_count: self.replica_count,
+            pod_annotations: self.pod_annotations,
+            pod_labels: self.pod_labels,
+            pod_security_context: self.pod_security_context,
+            security_context: self.security_context,
+            ports: self.ports,
+            service: None,
+            ingress: None,
+            resources: self.resources,
+            liveness_probe: self.liveness_probe,
+            readiness_probe: self.readiness_probe,
+            volumes: self.volumes,
+            volume_mounts: self.volume_mounts,
+            node_selector: self.node_selector,
+            tolerations: self.tolerations,
+            affinity: self.affinity,
+            reader_config: self.reader_config,
+            scaling: self.scaling,
+        };
+        (values, self.models_volume)
+    }
+}

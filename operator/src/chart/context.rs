@@ -15,10 +15,10 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
+use super::contract::Contract;
 use super::names::{self, check_generated};
 use super::resolve::{ApplicationValues, GatewayValues, IngressSettings, PodValues, Resolved};
 use super::values::snake_case;
-use super::ChartMetadata;
 use super::{Chart, Component};
 use crate::api::{Device, IngressTls, PullPolicy, ScalingSpec, ServiceType};
 use crate::error::{InputError, RenderError};
@@ -31,8 +31,8 @@ pub const MANAGED_BY: &str = "model-orchestra-operator";
 /// Pod-template annotation holding the checksum of the pod's configuration.
 pub const CONFIG_CHECKSUM_ANNOTATION: &str = "checksum/config";
 pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
-/// Env every reader needs (the contract's rule, not a default a user could change).
-const REQUIRED_APP_ENV: [(&str, &str); 2] = [("TAKEOFF_ADD_READER_ID_SUFFIX", "true"), ("TAKEOFF_HEADLESS", "true")];
+/// Env the gateway needs (the contract's rule, not a default a user could change).
+const REQUIRED_GATEWAY_ENV: (&str, &str) = ("TAKEOFF_ADD_READER_ID_SUFFIX", "true");
 
 /// The root of the template context.
 #[derive(Serialize)]
@@ -98,6 +98,9 @@ struct ComponentContext<'a> {
     image: String,
     env: Vec<EnvVar>,
     config_yaml: String,
+    /// The volume mounted at `/code/models` (`v1alpha2` applications).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    models_volume: Option<&'a Volume>,
     #[serde(skip_serializing_if = "Option::is_none")]
     replicas: Option<i32>,
     /// Ingress rules with the rules' defaults filled in, when the ingress is enabled.
@@ -209,7 +212,7 @@ struct Scaler<'a> {
 pub(super) struct Release<'a> {
     release: &'a str,
     namespace: &'a str,
-    chart: &'a ChartMetadata,
+    chart: &'a Chart,
     fullname: String,
     common: BTreeMap<String, String>,
     sa_name: String,
@@ -276,8 +279,8 @@ impl<'a> Release<'a> {
 
         let gateway_name = format!("{fullname}-gateway");
         check_generated(&gateway_name, if values.fullname_override.is_empty() { "metadata.name" } else { "spec.fullnameOverride" })?;
-        let gateway = gateway_component(&values.gateway, &gateway_name, &common, &meta.app_version)?;
-        Ok(Release { release, namespace, chart: meta, fullname, common, sa_name, values, gateway })
+        let gateway = gateway_component(chart.contract, &values.gateway, &gateway_name, &common, &meta.app_version)?;
+        Ok(Release { release, namespace, chart, fullname, common, sa_name, values, gateway })
     }
 
     pub fn namespace(&self) -> &str {
@@ -309,13 +312,14 @@ impl<'a> Release<'a> {
                 .into());
             }
             let ctx = AppContext {
+                contract: self.chart.contract,
                 field: &field,
                 fullname: &self.fullname,
                 gateway_name: &self.gateway.name,
                 namespace: self.namespace,
                 internal_port: self.values.gateway.internal_port,
             };
-            contexts.push(application_component(&ctx, app, &self.values.template_env, &self.common, &self.chart.app_version)?);
+            contexts.push(application_component(&ctx, app, &self.values.template_env, &self.common, &self.chart.metadata.app_version)?);
         }
         Ok(Applications { contexts })
     }
@@ -327,7 +331,7 @@ impl<'a> Release<'a> {
         let sa = &values.service_account;
         let root = Root {
             release: ReleaseInfo { name: self.release, namespace: self.namespace, service: MANAGED_BY },
-            chart: ChartInfo { name: &self.chart.name, version: &self.chart.version, app_version: &self.chart.app_version },
+            chart: ChartInfo { name: &self.chart.metadata.name, version: &self.chart.metadata.version, app_version: &self.chart.metadata.app_version },
             fullname: &self.fullname,
             labels: &self.common,
             image_pull_secrets: &values.image_pull_secrets,
@@ -418,12 +422,12 @@ fn fits(config: String, field: &str) -> Result<String, InputError> {
     Ok(config)
 }
 
-fn config_yaml(server_config: Map<String, Value>, readers: Map<String, Value>) -> String {
+fn config_yaml(contract: Contract, server_config: Map<String, Value>, readers: Map<String, Value>) -> String {
     let mut server = Map::new();
     server.insert("server_config".into(), Value::Object(server_config));
     server.insert("readers_config".into(), Value::Object(readers));
     let mut doc = Map::new();
-    doc.insert("model-orchestra".into(), Value::Object(server));
+    doc.insert(contract.config_root().into(), Value::Object(server));
     super::config_yaml::to_yaml(&Value::Object(doc))
 }
 
@@ -490,14 +494,20 @@ fn pod_context<'a>(pod: &'a PodValues, resources: ResourceRequirements, tolerati
     }
 }
 
-fn gateway_component<'a>(gw: &'a GatewayValues, name: &str, common: &BTreeMap<String, String>, app_version: &str) -> Result<ComponentContext<'a>, InputError> {
+fn gateway_component<'a>(
+    contract: Contract,
+    gw: &'a GatewayValues,
+    name: &str,
+    common: &BTreeMap<String, String>,
+    app_version: &str,
+) -> Result<ComponentContext<'a>, InputError> {
     let field = "spec.gateway";
     let pod = &gw.pod;
     let mut env = pod.env.clone();
-    if !pod.env.iter().any(|e| e.name == REQUIRED_APP_ENV[0].0) {
-        env.push(env_var(REQUIRED_APP_ENV[0]));
+    if !pod.env.iter().any(|e| e.name == REQUIRED_GATEWAY_ENV.0) {
+        env.push(env_var(REQUIRED_GATEWAY_ENV));
     }
-    let config = fits(config_yaml(snake_keys(&gw.config), Map::new()), "spec.gateway.config")?;
+    let config = fits(config_yaml(contract, snake_keys(&gw.config), Map::new()), "spec.gateway.config")?;
     let m = pod_metadata(common, "gateway", pod, &config);
     Ok(ComponentContext {
         meta: Meta { name: name.to_string(), labels: m.labels },
@@ -509,6 +519,7 @@ fn gateway_component<'a>(gw: &'a GatewayValues, name: &str, common: &BTreeMap<St
         image: image(&pod.image, app_version, "cpu"),
         env,
         config_yaml: config,
+        models_volume: None,
         replicas: Some(pod.replica_count),
         ingress: ingress(&pod.ingress, name, &pod.service.ports, field)?,
         scaler: None,
@@ -517,6 +528,7 @@ fn gateway_component<'a>(gw: &'a GatewayValues, name: &str, common: &BTreeMap<St
 }
 
 struct AppContext<'a> {
+    contract: Contract,
     field: &'a str,
     fullname: &'a str,
     gateway_name: &'a str,
@@ -529,10 +541,10 @@ fn env_var((name, value): (&str, &str)) -> EnvVar {
 }
 
 /// Application env precedence: its own, then the template's not already named, then the
-/// required ones not already named.
-fn application_env(own: &[EnvVar], template: &[EnvVar]) -> Vec<EnvVar> {
-    let mut env: Vec<EnvVar> = Vec::with_capacity(own.len() + template.len() + 2);
-    for e in own.iter().chain(template).cloned().chain(REQUIRED_APP_ENV.map(env_var)) {
+/// contract's required ones not already named.
+fn application_env(own: &[EnvVar], template: &[EnvVar], required: Vec<EnvVar>) -> Vec<EnvVar> {
+    let mut env: Vec<EnvVar> = Vec::with_capacity(own.len() + template.len() + required.len());
+    for e in own.iter().chain(template).cloned().chain(required) {
         if !env.iter().any(|x| x.name == e.name) {
             env.push(e);
         }
@@ -583,7 +595,7 @@ fn application_component<'a>(
     reader.insert("internal_gateway_ip".into(), Value::String(ctx.gateway_name.to_string()));
     let mut server = Map::new();
     server.insert("internal_port".into(), Value::from(ctx.internal_port));
-    let config = fits(config_yaml(server, Map::from_iter([(app.key.clone(), Value::Object(reader))])), &format!("{}.readerConfig", ctx.field))?;
+    let config = fits(config_yaml(ctx.contract, server, Map::from_iter([(app.key.clone(), Value::Object(reader))])), &format!("{}.readerConfig", ctx.field))?;
 
     let pod = &app.pod;
     let m = pod_metadata(common, &component, pod, &config);
@@ -594,7 +606,9 @@ fn application_component<'a>(
         let mut metadata = BTreeMap::new();
         metadata.insert("scalerAddress".to_string(), format!("{}.{}.svc.cluster.local:{}", ctx.gateway_name, ctx.namespace, ctx.internal_port));
         metadata.insert(format!("target_{}", app.consumer_group), target.clone());
-        metadata.insert(format!("target_{}", app.key), target);
+        if ctx.contract.trigger_targets_application() {
+            metadata.insert(format!("target_{}", app.key), target);
+        }
         Some(Scaler { annotations: &app.scaling.annotations, spec: &app.scaling.spec, trigger_metadata: metadata })
     } else {
         None
@@ -610,7 +624,8 @@ fn application_component<'a>(
         pod_labels: m.pod_labels,
         pod_annotations: m.pod_annotations,
         image: image(&pod.image, app_version, "gpu"),
-        env: application_env(&app.own_env, template_env),
+        env: application_env(&app.own_env, template_env, ctx.contract.required_application_env()),
+        models_volume: app.models_volume.as_ref(),
         config_yaml: config,
         ingress,
         scaler,
@@ -631,7 +646,8 @@ mod tests {
     fn application_env_precedence_own_then_template_then_required() {
         let own = [env("A", "own"), env("TAKEOFF_HEADLESS", "false")];
         let template = [env("A", "template"), env("B", "template")];
-        let got: Vec<(String, String)> = application_env(&own, &template).into_iter().map(|e| (e.name, e.value.unwrap())).collect();
+        let got: Vec<(String, String)> =
+            application_env(&own, &template, Contract::V1alpha1.required_application_env()).into_iter().map(|e| (e.name, e.value.unwrap())).collect();
         let want = [("A", "own"), ("TAKEOFF_HEADLESS", "false"), ("B", "template"), ("TAKEOFF_ADD_READER_ID_SUFFIX", "true")];
         assert_eq!(got, want.map(|(a, b)| (a.to_string(), b.to_string())));
     }

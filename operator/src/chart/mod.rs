@@ -6,6 +6,7 @@
 mod component;
 mod config_yaml;
 mod context;
+mod contract;
 mod merge;
 mod names;
 mod render;
@@ -25,12 +26,30 @@ use crate::error::RenderError;
 
 pub use component::Component;
 pub use context::{MANAGED_BY, MANAGED_BY_LABEL};
+pub use contract::{Contract, API_VERSION_ANNOTATION};
 pub use render::{to_yaml_stream, RenderedObject};
 
-static EMBEDDED: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/../charts/model-orchestra");
-/// The embedded chart's `Chart.yaml` and `values.yaml`, as JSON (see `build.rs`).
-const EMBEDDED_CHART_JSON: &str = include_str!(concat!(env!("OUT_DIR"), "/Chart.json"));
-const EMBEDDED_VALUES_JSON: &str = include_str!(concat!(env!("OUT_DIR"), "/values.json"));
+/// A chart compiled into the binary: its templates, and its `Chart.yaml` and `values.yaml`
+/// as JSON (see `build.rs`).
+struct Embedded {
+    templates: Dir<'static>,
+    chart_json: &'static str,
+    values_json: &'static str,
+}
+
+/// The `v1alpha1` chart (model-orchestra 0.3's contract).
+static EMBEDDED_V1ALPHA1: Embedded = Embedded {
+    templates: include_dir!("$CARGO_MANIFEST_DIR/../charts/model-orchestra/templates"),
+    chart_json: include_str!(concat!(env!("OUT_DIR"), "/model-orchestra/Chart.json")),
+    values_json: include_str!(concat!(env!("OUT_DIR"), "/model-orchestra/values.json")),
+};
+
+/// The `v1alpha2` chart (inference-stack 1.0's contract).
+static EMBEDDED_V1ALPHA2: Embedded = Embedded {
+    templates: include_dir!("$CARGO_MANIFEST_DIR/../charts/model-orchestra-1.0/templates"),
+    chart_json: include_str!(concat!(env!("OUT_DIR"), "/model-orchestra-1.0/Chart.json")),
+    values_json: include_str!(concat!(env!("OUT_DIR"), "/model-orchestra-1.0/values.json")),
+};
 
 /// `Chart.yaml`: the fields the renderer uses.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -39,13 +58,19 @@ pub struct ChartMetadata {
     pub name: String,
     pub version: String,
     pub app_version: String,
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub annotations: std::collections::BTreeMap<String, String>,
 }
 
 /// A loaded, compiled chart.
 pub struct Chart {
     pub metadata: ChartMetadata,
+    /// The ModelOrchestra version whose values this chart renders.
+    pub contract: Contract,
     /// `values.yaml`, parsed once: the defaults every CR is merged over.
     defaults: ModelOrchestraSpec,
+    /// `applicationTemplate.modelsVolume` of `values.yaml` (`v1alpha2`).
+    default_models_volume: Option<k8s_openapi::api::core::v1::Volume>,
     /// Template names in a fixed order (sorted by file name), partials excluded.
     templates: Vec<String>,
     registry: Handlebars<'static>,
@@ -57,27 +82,35 @@ pub struct Chart {
 }
 
 impl Chart {
-    /// The chart compiled into this binary. Its `Chart.yaml` and `values.yaml` were parsed
-    /// at build time (`build.rs`); its values are checked against the contract in debug
-    /// builds (every test), as its rendered objects are.
+    /// The `v1alpha1` chart compiled into this binary.
     pub fn embedded() -> Result<Chart, RenderError> {
+        Chart::from_embedded(&EMBEDDED_V1ALPHA1)
+    }
+
+    /// The chart compiled into this binary for `contract`.
+    pub fn embedded_for(contract: Contract) -> Result<Chart, RenderError> {
+        Chart::from_embedded(match contract {
+            Contract::V1alpha1 => &EMBEDDED_V1ALPHA1,
+            Contract::V1alpha2 => &EMBEDDED_V1ALPHA2,
+        })
+    }
+
+    /// An embedded chart. Its `Chart.yaml` and `values.yaml` were parsed at build time
+    /// (`build.rs`); its values are checked against the contract in debug builds (every
+    /// test), as its rendered objects are.
+    fn from_embedded(embedded: &Embedded) -> Result<Chart, RenderError> {
         let mut templates = Vec::new();
-        if let Some(dir) = EMBEDDED.get_dir("templates") {
-            for f in dir.files() {
-                let name = f.path().file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
-                let text = f.contents_utf8().ok_or_else(|| RenderError::chart(&name, "not UTF-8"))?;
-                templates.push((name, text.to_string()));
-            }
+        for f in embedded.templates.files() {
+            let name = f.path().file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
+            let text = f.contents_utf8().ok_or_else(|| RenderError::chart(&name, "not UTF-8"))?;
+            templates.push((name, text.to_string()));
         }
-        let metadata = serde_json::from_str(EMBEDDED_CHART_JSON).map_err(|e| RenderError::chart("Chart.yaml", e))?;
+        let metadata: ChartMetadata = serde_json::from_str(embedded.chart_json).map_err(|e| RenderError::chart("Chart.yaml", e))?;
+        let contract = contract_of(&metadata)?;
         let checked = cfg!(debug_assertions);
-        let defaults = if checked {
-            let value = serde_json::from_str(EMBEDDED_VALUES_JSON).map_err(|e| RenderError::chart("values.yaml", e))?;
-            checked_defaults(&value)?
-        } else {
-            serde_json::from_str(EMBEDDED_VALUES_JSON).map_err(|e| RenderError::chart("values.yaml", e))?
-        };
-        Chart::from_parts(metadata, defaults, templates, checked)
+        let values: Value = serde_json::from_str(embedded.values_json).map_err(|e| RenderError::chart("values.yaml", e))?;
+        let (defaults, models) = defaults(contract, &values, checked)?;
+        Chart::from_parts(metadata, contract, defaults, models, templates, checked)
     }
 
     /// A chart directory on disk (for chart development).
@@ -92,12 +125,21 @@ impl Chart {
             templates.push((name, read(&entry.path())?));
         }
         let metadata: Value = serde_yaml::from_str(&read(&dir.join("Chart.yaml"))?).map_err(|e| RenderError::chart("Chart.yaml", e))?;
-        let metadata = serde_json::from_value(metadata).map_err(|e| RenderError::chart("Chart.yaml", e))?;
-        let defaults: Value = serde_yaml::from_str(&read(&dir.join("values.yaml"))?).map_err(|e| RenderError::chart("values.yaml", e))?;
-        Chart::from_parts(metadata, checked_defaults(&defaults)?, templates, true)
+        let metadata: ChartMetadata = serde_json::from_value(metadata).map_err(|e| RenderError::chart("Chart.yaml", e))?;
+        let contract = contract_of(&metadata)?;
+        let values: Value = serde_yaml::from_str(&read(&dir.join("values.yaml"))?).map_err(|e| RenderError::chart("values.yaml", e))?;
+        let (defaults, models) = defaults(contract, &values, true)?;
+        Chart::from_parts(metadata, contract, defaults, models, templates, true)
     }
 
-    fn from_parts(metadata: ChartMetadata, defaults: ModelOrchestraSpec, files: Vec<(String, String)>, check_objects: bool) -> Result<Chart, RenderError> {
+    fn from_parts(
+        metadata: ChartMetadata,
+        contract: Contract,
+        defaults: ModelOrchestraSpec,
+        default_models_volume: Option<k8s_openapi::api::core::v1::Volume>,
+        files: Vec<(String, String)>,
+        check_objects: bool,
+    ) -> Result<Chart, RenderError> {
         let mut registry = render::registry();
         let mut templates = Vec::new();
         for (file, compiled) in compile_templates(files)? {
@@ -112,17 +154,60 @@ impl Chart {
         if templates.is_empty() {
             return Err(RenderError::chart("templates/", "no templates (*.hbs) found"));
         }
-        Ok(Chart { metadata, defaults, templates, registry, check_objects })
+        Ok(Chart { metadata, contract, defaults, default_models_volume, templates, registry, check_objects })
     }
 }
 
-/// `values.yaml` checked: it must itself satisfy the values contract, and give every value
-/// a default (a value left out would have nothing to fall back on).
-fn checked_defaults(values: &Value) -> Result<ModelOrchestraSpec, RenderError> {
-    let defaults: ModelOrchestraSpec = crate::input::strict_from_value(values).map_err(|e| RenderError::chart("values.yaml", e))?;
-    let probe = ModelOrchestraSpec { applications: Some([("probe".to_string(), Default::default())].into()), ..Default::default() };
-    resolve::resolve(&defaults, &probe)?;
-    Ok(defaults)
+fn contract_of(metadata: &ChartMetadata) -> Result<Contract, RenderError> {
+    Contract::from_api_version(metadata.annotations.get(API_VERSION_ANNOTATION).map(String::as_str)).map_err(|e| RenderError::chart("Chart.yaml", e))
+}
+
+/// `values.yaml` as the renderer's defaults, read as the contract's version. `checked`: it
+/// must itself satisfy the values contract (strictly, no unknown field), and give every
+/// value a default (a value left out would have nothing to fall back on).
+fn defaults(contract: Contract, values: &Value, checked: bool) -> Result<(ModelOrchestraSpec, Option<k8s_openapi::api::core::v1::Volume>), RenderError> {
+    let in_values = |e: crate::error::InputError| RenderError::chart("values.yaml", e);
+    let json_error = |e: serde_json::Error| RenderError::chart("values.yaml", e);
+    let (mut defaults, models) = match contract {
+        Contract::V1alpha1 => {
+            let spec: ModelOrchestraSpec = if checked {
+                crate::input::strict_from_value(values).map_err(in_values)?
+            } else {
+                serde_json::from_value(values.clone()).map_err(json_error)?
+            };
+            (spec, None)
+        }
+        Contract::V1alpha2 => {
+            let spec: crate::api::v1alpha2::ModelOrchestraSpec = if checked {
+                crate::input::strict_from_value(values).map_err(in_values)?
+            } else {
+                serde_json::from_value(values.clone()).map_err(json_error)?
+            };
+            let (spec, models) = spec.into_values();
+            (spec, models.template)
+        }
+    };
+    if !contract.applications_have_network() {
+        // Applications have no Service or Ingress: the resolver still resolves the settings
+        // every component has, so they are none (no ports, disabled); nothing renders them.
+        let template = defaults.application_template.get_or_insert_with(Default::default);
+        template.service = Some(crate::api::ServiceValues { type_: Some(crate::api::ServiceType::ClusterIP), ports: Some(vec![]) });
+        template.ingress = Some(crate::api::IngressValues {
+            enabled: Some(false),
+            class_name: Some(String::new()),
+            annotations: Some(Default::default()),
+            hosts: Some(vec![]),
+            tls: Some(vec![]),
+        });
+    }
+    if checked {
+        let probe = ModelOrchestraSpec { applications: Some([("probe".to_string(), Default::default())].into()), ..Default::default() };
+        resolve::resolve(&defaults, &probe)?;
+        if contract == Contract::V1alpha2 && models.is_none() {
+            return Err(RenderError::chart("values.yaml", "applicationTemplate.modelsVolume needs a default"));
+        }
+    }
+    Ok((defaults, models))
 }
 
 /// A compiled template file: a partial (`_name.json.hbs`, registered as `name`) or a

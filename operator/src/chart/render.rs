@@ -73,8 +73,44 @@ impl Chart {
     /// lists the gateway among its components and contributes the release's and the
     /// gateway's objects. The templates do not know about shards.
     pub fn render(&self, release: &str, namespace: &str, spec: &ModelOrchestraSpec) -> Result<Vec<RenderedObject>, RenderError> {
-        let values = super::resolve::resolve(&self.defaults, spec)?;
-        crate::validate::resolved(&values, spec)?;
+        self.expect_contract(super::Contract::V1alpha1)?;
+        self.render_values(release, namespace, spec, None)
+    }
+
+    /// Renders a `v1alpha2` ModelOrchestra (with the `v1alpha2` chart).
+    pub fn render_v1alpha2(&self, release: &str, namespace: &str, spec: &crate::api::v1alpha2::ModelOrchestraSpec) -> Result<Vec<RenderedObject>, RenderError> {
+        self.expect_contract(super::Contract::V1alpha2)?;
+        let (spec, mut models) = spec.clone().into_values();
+        if models.template.is_none() {
+            models.template = self.default_models_volume.clone();
+        }
+        self.render_values(release, namespace, &spec, Some(&models))
+    }
+
+    fn expect_contract(&self, version: super::Contract) -> Result<(), RenderError> {
+        if self.contract != version {
+            return Err(RenderError::chart(
+                "Chart.yaml",
+                format!("this chart renders {} ModelOrchestras, not {}", self.contract.api_version(), version.api_version()),
+            ));
+        }
+        Ok(())
+    }
+
+    fn render_values(
+        &self,
+        release: &str,
+        namespace: &str,
+        spec: &ModelOrchestraSpec,
+        models: Option<&crate::api::v1alpha2::ModelsVolumes>,
+    ) -> Result<Vec<RenderedObject>, RenderError> {
+        let mut values = super::resolve::resolve(&self.defaults, spec)?;
+        if let Some(models) = models {
+            for app in &mut values.applications {
+                app.models_volume = models.of(&app.key).cloned();
+            }
+        }
+        crate::validate::resolved(&values, spec, self.contract)?;
         let release_context = context::Release::new(self, release, namespace, &values)?;
         let ranges = shards(values.applications.len(), render_threads());
         let render_shard = |i: usize| self.render_shard(&release_context, &values.applications[ranges[i].clone()], i == 0);

@@ -108,6 +108,8 @@ pub struct ApplicationValues {
     pub device: Device,
     pub consumer_group: String,
     pub scaling: ScalingSettings,
+    /// The volume mounted at `/code/models` (`v1alpha2`; set by the renderer).
+    pub models_volume: Option<k8s_openapi::api::core::v1::Volume>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -240,6 +242,7 @@ fn resolve_application(template: &Application, key: String, own: Application) ->
             annotations: required(scaling.annotations, "applicationTemplate.scaling.annotations")?,
             spec: required(scaling.spec, "applicationTemplate.scaling.spec")?,
         },
+        models_volume: None,
     })
 }
 

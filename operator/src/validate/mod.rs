@@ -22,7 +22,7 @@ use crate::chart::resolve::{PodValues, Resolved};
 use crate::error::InputError;
 
 /// Checks every value of `values` (resolved from `spec`).
-pub(crate) fn resolved(values: &Resolved, spec: &ModelOrchestraSpec) -> Result<(), InputError> {
+pub(crate) fn resolved(values: &Resolved, spec: &ModelOrchestraSpec, contract: crate::chart::Contract) -> Result<(), InputError> {
     bounds::spec(spec)?;
     names_of(values)?;
     let gateway = Origin { own: "spec.gateway".into(), own_set: spec.gateway.as_ref().map(|g| set_fields_gateway(g)), template: None };
@@ -37,10 +37,29 @@ pub(crate) fn resolved(values: &Resolved, spec: &ModelOrchestraSpec) -> Result<(
             template: template_set.clone().map(|set| ("spec.applicationTemplate", set)),
         };
         pod::env_list(&app.own_env, &format!("{}.env", origin.own))?;
-        component(&app.pod, &origin)?;
+        if contract.applications_have_network() {
+            component(&app.pod, &origin)?;
+        } else {
+            pod::pod(&app.pod, &origin)?;
+        }
+        if let Some(volume) = &app.models_volume {
+            models_volume(volume, &app.pod, &origin.path("modelsVolume"))?;
+        }
         if app.scaling.enabled {
             scaled_object(&app.scaling, &origin.path("scaling"))?;
         }
+    }
+    Ok(())
+}
+
+/// The models volume: a volume the API server accepts, whose name no other pod volume
+/// takes (the chart's `config` and `dshm`, the user's `volumes`).
+fn models_volume(volume: &k8s_openapi::api::core::v1::Volume, pod: &PodValues, field: &str) -> Result<(), InputError> {
+    if !names::is_dns_label(&volume.name) {
+        return Err(InputError::new(format!("{field}.name"), format!("`{}` is not {}", volume.name, names::DNS_LABEL_RULE)));
+    }
+    if ["config", "dshm"].contains(&volume.name.as_str()) || pod.volumes.iter().any(|v| v.name == volume.name) {
+        return Err(InputError::new(format!("{field}.name"), format!("`{}` is the name of another volume of the pod; choose another", volume.name)));
     }
     Ok(())
 }

@@ -68,3 +68,26 @@ pub fn env_pairs(deployment: &Value) -> Vec<(String, String)> {
 pub fn checksum(deployment: &Value) -> String {
     deployment["spec"]["template"]["metadata"]["annotations"]["checksum/config"].as_str().unwrap().to_string()
 }
+
+/// The embedded `v1alpha2` chart.
+pub fn chart_v1alpha2() -> &'static Chart {
+    static CHART: OnceLock<Chart> = OnceLock::new();
+    CHART.get_or_init(|| Chart::embedded_for(model_orchestra::chart::Contract::V1alpha2).expect("the embedded v1alpha2 chart loads"))
+}
+
+/// Renders a `v1alpha2` ModelOrchestra manifest.
+pub fn try_render_v1alpha2(yaml: &str) -> Result<Vec<RenderedObject>, RenderError> {
+    match model_orchestra::input::parse_versioned(yaml)? {
+        model_orchestra::input::Versioned::V1alpha2(mo) => model_orchestra::render_v1alpha2(chart_v1alpha2(), &mo, "default"),
+        model_orchestra::input::Versioned::V1alpha1(_) => panic!("not a v1alpha2 manifest"),
+    }
+}
+
+pub fn render_v1alpha2(yaml: &str) -> Vec<RenderedObject> {
+    try_render_v1alpha2(yaml).unwrap_or_else(|e| panic!("render failed: {e}"))
+}
+
+/// A minimal `v1alpha2` CR named `demo` whose spec is the given YAML.
+pub fn cr_v1alpha2(spec: &str) -> String {
+    cr(spec).replace("models.titanml.co/v1alpha1", "models.titanml.co/v1alpha2")
+}

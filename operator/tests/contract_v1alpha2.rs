@@ -1,0 +1,159 @@
+//! The `v1alpha2` values contract: what the upstream chart's users got in inference-stack
+//! 1.0 (`../shared/reference/inference-stack-1.0-changes.md`), one rule per test, and what
+//! was deliberately not taken (the chart rename, the root init container).
+
+mod common;
+
+use common::*;
+use model_orchestra::kinds::Kind;
+use serde_json::json;
+
+const ONE_APP: &str = "applications:\n  chat:\n    readerConfig: {modelName: org/model}\n";
+
+fn config_yaml(objects: &[model_orchestra::chart::RenderedObject], name: &str) -> String {
+    find(objects, Kind::ConfigMap, name)["data"]["config.yaml"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn every_config_yaml_is_rooted_at_takeoff() {
+    let objects = render_v1alpha2(&cr_v1alpha2(ONE_APP));
+    for name in ["demo-model-orchestra-gateway", "demo-model-orchestra-chat"] {
+        assert!(config_yaml(&objects, name).starts_with("takeoff:\n"), "{name}: {}", config_yaml(&objects, name));
+    }
+}
+
+#[test]
+fn the_gateway_service_port_80_reaches_the_openai_port_and_3000_the_inference_port() {
+    let objects = render_v1alpha2(&cr_v1alpha2(ONE_APP));
+    let ports = &find(&objects, Kind::Service, "demo-model-orchestra-gateway")["spec"]["ports"];
+    let by_port = |port: i64| ports.as_array().unwrap().iter().find(|p| p["port"] == port).map(|p| p["targetPort"].clone());
+    assert_eq!(by_port(80), Some(json!("openai")));
+    assert_eq!(by_port(3000), Some(json!("inference")));
+    assert_eq!(by_port(3003), None, "no Service port 3003 any more");
+}
+
+#[test]
+fn readers_are_reached_only_through_the_gateway() {
+    let objects = render_v1alpha2(&cr_v1alpha2(ONE_APP));
+    assert!(!has(&objects, Kind::Service, "demo-model-orchestra-chat"), "no per-application Service");
+    assert!(!has(&objects, Kind::Ingress, "demo-model-orchestra-chat"), "no per-application Ingress");
+    assert!(has(&objects, Kind::Service, "demo-model-orchestra-gateway"));
+}
+
+#[test]
+fn an_application_service_or_ingress_is_refused_by_name() {
+    for field in ["service: {type: ClusterIP}", "ingress: {enabled: true}"] {
+        let err = try_render_v1alpha2(&cr_v1alpha2(&format!("{ONE_APP}    {field}\n"))).unwrap_err().to_string();
+        let key = field.split(':').next().unwrap();
+        assert!(err.contains(&format!("spec.applications.chat.{key}")) && err.contains("unknown field"), "{err}");
+    }
+}
+
+#[test]
+fn readers_declare_no_container_ports_unless_given() {
+    let objects = render_v1alpha2(&cr_v1alpha2(ONE_APP));
+    assert!(container(find(&objects, Kind::Deployment, "demo-model-orchestra-chat")).get("ports").is_none());
+    let given = render_v1alpha2(&cr_v1alpha2(&format!("{ONE_APP}    ports: [{{name: inference, containerPort: 3000}}]\n")));
+    assert_eq!(container(find(&given, Kind::Deployment, "demo-model-orchestra-chat"))["ports"][0]["containerPort"], 3000);
+    let gateway = container(find(&objects, Kind::Deployment, "demo-model-orchestra-gateway"));
+    assert_eq!(gateway["ports"].as_array().unwrap().len(), 4, "the gateway keeps its ports");
+}
+
+fn models_volume(objects: &[model_orchestra::chart::RenderedObject], app: &str) -> (serde_json::Value, serde_json::Value) {
+    let deployment = find(objects, Kind::Deployment, &format!("demo-model-orchestra-{app}"));
+    let mount =
+        container(deployment)["volumeMounts"].as_array().unwrap().iter().find(|m| m["mountPath"] == "/code/models").cloned().expect("a mount at /code/models");
+    let volume =
+        deployment["spec"]["template"]["spec"]["volumes"].as_array().unwrap().iter().find(|v| v["name"] == mount["name"]).cloned().expect("its volume");
+    (mount, volume)
+}
+
+#[test]
+fn the_models_volume_defaults_to_a_memory_backed_empty_dir_at_code_models() {
+    let objects = render_v1alpha2(&cr_v1alpha2(ONE_APP));
+    let (mount, volume) = models_volume(&objects, "chat");
+    assert_eq!(mount["name"], "models");
+    assert_eq!(volume, json!({"name": "models", "emptyDir": {"medium": "Memory"}}));
+    let gateway = find(&objects, Kind::Deployment, "demo-model-orchestra-gateway");
+    assert!(!container(gateway)["volumeMounts"].as_array().unwrap().iter().any(|m| m["mountPath"] == "/code/models"), "the gateway has none");
+}
+
+#[test]
+fn an_applications_models_volume_replaces_the_templates_whole() {
+    let spec = "applicationTemplate:\n  modelsVolume: {name: cache, emptyDir: {sizeLimit: 10Gi}}\napplications:\n  chat:\n    modelsVolume: {name: weights, hostPath: {path: /models}}\n  other: {}\n";
+    let objects = render_v1alpha2(&cr_v1alpha2(spec));
+    let (_, own) = models_volume(&objects, "chat");
+    assert_eq!(own, json!({"name": "weights", "hostPath": {"path": "/models"}}), "no emptyDir key left over from the template");
+    let (_, inherited) = models_volume(&objects, "other");
+    assert_eq!(inherited, json!({"name": "cache", "emptyDir": {"sizeLimit": "10Gi"}}));
+}
+
+#[test]
+fn a_models_volume_named_like_another_pod_volume_is_refused() {
+    let err = try_render_v1alpha2(&cr_v1alpha2(&format!("{ONE_APP}    modelsVolume: {{name: dshm, emptyDir: {{}}}}\n"))).unwrap_err().to_string();
+    assert!(err.contains("spec.applications.chat.modelsVolume.name") && err.contains("another volume"), "{err}");
+}
+
+#[test]
+fn pod_name_is_among_the_required_reader_env() {
+    let objects = render_v1alpha2(&cr_v1alpha2(ONE_APP));
+    let env = &container(find(&objects, Kind::Deployment, "demo-model-orchestra-chat"))["env"];
+    let names: Vec<&str> = env.as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["TAKEOFF_ADD_READER_ID_SUFFIX", "TAKEOFF_HEADLESS", "POD_NAME"]);
+    assert_eq!(env[2]["valueFrom"], json!({"fieldRef": {"fieldPath": "metadata.name"}}));
+}
+
+#[test]
+fn the_keda_trigger_is_keyed_by_the_consumer_group_only() {
+    let spec = "applications:\n  chat:\n    readerConfig: {consumerGroup: chatters}\n    scaling: {enabled: true}\n";
+    let objects = render_v1alpha2(&cr_v1alpha2(spec));
+    let metadata = &find(&objects, Kind::ScaledObject, "demo-model-orchestra-chat")["spec"]["triggers"][0]["metadata"];
+    let keys: Vec<&String> = metadata.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["scalerAddress", "target_chatters"]);
+}
+
+#[test]
+fn the_default_image_tag_is_the_newer_app_version() {
+    let objects = render_v1alpha2(&cr_v1alpha2(ONE_APP));
+    assert_eq!(container(find(&objects, Kind::Deployment, "demo-model-orchestra-chat"))["image"], "tytn/takeoff-pro:0.22.0-rc20-gpu");
+    assert_eq!(container(find(&objects, Kind::Deployment, "demo-model-orchestra-gateway"))["image"], "tytn/takeoff-pro:0.22.0-rc20-cpu");
+}
+
+#[test]
+fn object_names_and_selectors_stay_those_of_v1alpha1() {
+    // The chart rename is not taken: a CR moving between versions keeps its objects, and
+    // the Deployments' (immutable) selectors.
+    let v2 = render_v1alpha2(&cr_v1alpha2(ONE_APP));
+    let v1 = render(&cr(ONE_APP));
+    for name in ["demo-model-orchestra-gateway", "demo-model-orchestra-chat"] {
+        assert_eq!(find(&v2, Kind::Deployment, name)["spec"]["selector"], find(&v1, Kind::Deployment, name)["spec"]["selector"]);
+    }
+}
+
+#[test]
+fn no_init_container_runs_as_root() {
+    let objects = render_v1alpha2(&cr_v1alpha2(ONE_APP));
+    let pod = &find(&objects, Kind::Deployment, "demo-model-orchestra-chat")["spec"]["template"]["spec"];
+    assert!(pod.get("initContainers").is_none(), "{pod}");
+}
+
+#[test]
+fn the_v1alpha2_sample_matches_its_golden_file() {
+    let sample = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../config/samples/modelorchestra-v1alpha2.yaml")).unwrap();
+    let rendered = model_orchestra::chart::to_yaml_stream(&render_v1alpha2(&sample));
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/sample-v1alpha2.yaml");
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(path, &rendered).unwrap();
+    }
+    assert!(rendered == std::fs::read_to_string(path).unwrap_or_default(), "{path} differs; run UPDATE_GOLDEN=1 cargo test --test contract_v1alpha2");
+}
+
+#[test]
+fn each_chart_renders_only_its_own_version() {
+    let mo = match model_orchestra::input::parse_versioned(&cr(ONE_APP)).unwrap() {
+        model_orchestra::input::Versioned::V1alpha1(mo) => mo,
+        _ => unreachable!(),
+    };
+    let err = model_orchestra::render(chart_v1alpha2(), &mo, "default").unwrap_err().to_string();
+    assert!(err.contains("renders v1alpha2 ModelOrchestras, not v1alpha1"), "{err}");
+}

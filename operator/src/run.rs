@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{ArgAction, Args, ValueEnum};
-use model_orchestra::chart::Chart;
+use model_orchestra::chart::{Chart, Contract};
 use model_orchestra::controller::{self, Settings};
 use model_orchestra::operations::http::{self, Health};
 use model_orchestra::operations::leader::{lease_name, LeaseLock};
@@ -54,7 +54,12 @@ pub struct RunArgs {
     /// Log format (level filter: RUST_LOG, default info).
     #[arg(long, env = "MODEL_ORCHESTRA_LOG_FORMAT", value_enum, default_value_t = LogFormat::Plain)]
     log_format: LogFormat,
-    /// Render this chart directory instead of the embedded chart.
+    /// The ModelOrchestra version this line serves: it watches CRs at this version and
+    /// renders them with that version's chart.
+    #[arg(long, env = "MODEL_ORCHESTRA_API_VERSION", value_parser = ["v1alpha1", "v1alpha2"], default_value = "v1alpha1")]
+    api_version: String,
+    /// Render this chart directory instead of the embedded chart (its version must be
+    /// `--api-version`).
     #[arg(long, env = "MODEL_ORCHESTRA_CHART", value_name = "DIR")]
     chart: Option<PathBuf>,
 }
@@ -87,11 +92,15 @@ async fn run_async(args: RunArgs) -> anyhow::Result<()> {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_else(|_| "localhost".into());
         format!("{}-{}", host.trim(), std::process::id())
     });
+    let contract = Contract::from_api_version(Some(&args.api_version)).map_err(anyhow::Error::msg)?;
     let chart = match &args.chart {
         Some(dir) => Chart::from_dir(dir),
-        None => Chart::embedded(),
+        None => Chart::embedded_for(contract),
     }
     .context("loading the chart")?;
+    if chart.contract != contract {
+        anyhow::bail!("the chart renders {} ModelOrchestras, but --api-version is {}", chart.contract.api_version(), contract.api_version());
+    }
 
     let mut config = kube::Config::infer().await.context("no Kubernetes configuration (in-cluster or kubeconfig) found")?;
     let user_agent = format!("model-orchestra-operator/{version} ({routing}; {identity})");

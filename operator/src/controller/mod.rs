@@ -24,7 +24,7 @@ use kube::{Api, Client};
 use crate::chart::Chart;
 use crate::kinds::Kind;
 use crate::operations::metrics::Metrics;
-use reconciler::{error_policy, key, mo_resource, reconcile, Context, ReconcileSettings};
+use reconciler::{error_policy, key, reconcile, Context, ReconcileSettings};
 
 pub struct Settings {
     pub routing: String,
@@ -38,8 +38,8 @@ pub struct Settings {
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("the ModelOrchestra CRD (modelorchestras.models.titanml.co, version v1alpha1) is not served by the cluster; install it with `make install` or `model-orchestra-operator crd | kubectl apply --server-side -f -`")]
-    CrdMissing,
+    #[error("the ModelOrchestra CRD (modelorchestras.models.titanml.co, version {version}) is not served by the cluster; install it with `make install` or `model-orchestra-operator crd | kubectl apply --server-side -f -`")]
+    CrdMissing { version: String },
     #[error("API discovery of {group_version} failed: {source}")]
     Discovery { group_version: String, source: kube::Error },
 }
@@ -55,11 +55,12 @@ async fn serves(client: &Client, group: &str, version: &str, kind: &str) -> Resu
     }
 }
 
-/// The kinds of `Kind::ALL` the cluster serves. Only the CRD and the optional kinds (KEDA,
-/// Prometheus Operator) are asked about — three requests, not a walk of every API group.
-pub async fn served_kinds(client: &Client) -> Result<Vec<Kind>, StartError> {
-    if !serves(client, crate::api::GROUP, crate::api::VERSION, crate::api::KIND).await? {
-        return Err(StartError::CrdMissing);
+/// The kinds of `Kind::ALL` the cluster serves, once it serves the ModelOrchestra CRD at
+/// `version`. Only the CRD and the optional kinds (KEDA, Prometheus Operator) are asked
+/// about — three requests, not a walk of every API group.
+pub async fn served_kinds(client: &Client, version: &str) -> Result<Vec<Kind>, StartError> {
+    if !serves(client, crate::api::GROUP, version, crate::api::KIND).await? {
+        return Err(StartError::CrdMissing { version: version.into() });
     }
     let mut kinds = Vec::new();
     for kind in Kind::ALL {
@@ -72,10 +73,10 @@ pub async fn served_kinds(client: &Client) -> Result<Vec<Kind>, StartError> {
 
 /// Discovery, retried (capped exponential backoff) until it works: at startup the API
 /// server may be briefly unavailable, or the CRD not yet installed.
-async fn discover(client: &Client) -> Vec<Kind> {
+async fn discover(client: &Client, version: &str) -> Vec<Kind> {
     let mut delay = Duration::from_millis(200);
     loop {
-        match served_kinds(client).await {
+        match served_kinds(client, version).await {
             Ok(kinds) => return kinds,
             Err(e) => {
                 tracing::warn!(error = %e, retry_in = ?delay, "cannot start the controller yet")
@@ -97,7 +98,7 @@ pub async fn run(
 ) -> Result<(), StartError> {
     let shutdown = futures::FutureExt::shared(Box::pin(shutdown));
     let served = tokio::select! {
-        kinds = discover(&client) => kinds,
+        kinds = discover(&client, chart.contract.api_version()) => kinds,
         _ = shutdown.clone() => return Ok(()),
     };
     let missing: Vec<&str> = Kind::ALL.iter().filter(|k| !served.contains(k)).map(|k| k.kind()).collect();
@@ -117,7 +118,7 @@ pub async fn run(
     let view = reconciler::ClusterView { client: client.clone(), caches, pods, served };
     let ctx = Arc::new(Context::new(view, chart, reconcile_settings, metrics, recorder));
 
-    let ar = mo_resource();
+    let ar = ctx.cr_resource();
     let crs: Api<DynamicObject> = match namespace {
         Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
         None => Api::all_with(client.clone(), &ar),

@@ -69,6 +69,11 @@ pub struct ReconcileSettings {
 }
 
 impl Context {
+    /// The ModelOrchestra resource at the version this line serves (its chart's).
+    pub fn cr_resource(&self) -> ApiResource {
+        mo_resource_at(self.chart.contract.api_version())
+    }
+
     pub fn new(view: ClusterView, chart: Chart, settings: ReconcileSettings, metrics: Arc<Metrics>, recorder: Recorder) -> Self {
         let ClusterView { client, caches, pods, served } = view;
         let backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(300));
@@ -212,7 +217,12 @@ fn api_message(e: &kube::Error) -> String {
 }
 
 pub fn mo_resource() -> ApiResource {
-    ApiResource { group: GROUP.into(), version: VERSION.into(), api_version: format!("{GROUP}/{VERSION}"), kind: KIND.into(), plural: "modelorchestras".into() }
+    mo_resource_at(VERSION)
+}
+
+/// The ModelOrchestra resource at `version` (the one an operator line serves).
+pub fn mo_resource_at(version: &str) -> ApiResource {
+    ApiResource { group: GROUP.into(), version: version.into(), api_version: format!("{GROUP}/{version}"), kind: KIND.into(), plural: "modelorchestras".into() }
 }
 
 /// `namespace/name` of a CR: the key of everything kept per CR.
@@ -244,8 +254,8 @@ impl<'a> Cr<'a> {
         }
     }
 
-    fn owner(&self) -> Owner {
-        Owner { name: self.name.clone(), uid: self.uid.clone() }
+    fn owner(&self, api_version: String) -> Owner {
+        Owner { api_version, name: self.name.clone(), uid: self.uid.clone() }
     }
 }
 
@@ -341,9 +351,12 @@ fn since_last_apply(cr: &Cr, ctx: &Context) -> SinceLastApply {
 /// touches the cluster.
 fn render_and_plan(cr: &Cr, ctx: &Context) -> Result<ApplyPlan, ReconcileError> {
     let value = serde_json::to_value(cr.obj).expect("objects serialise");
-    let mo = crate::input::from_value(&value).map_err(RenderError::from)?;
-    let rendered = crate::render(&ctx.chart, &mo, &cr.namespace)?;
-    let plan = plan::plan(&cr.owner(), rendered);
+    // The watch is at the version this line serves (its chart's), so that is what arrives.
+    let rendered = match crate::input::versioned_from_value(&value).map_err(RenderError::from)? {
+        crate::input::Versioned::V1alpha1(mo) => crate::render(&ctx.chart, &mo, &cr.namespace)?,
+        crate::input::Versioned::V1alpha2(mo) => crate::render_v1alpha2(&ctx.chart, &mo, &cr.namespace)?,
+    };
+    let plan = plan::plan(&cr.owner(ctx.cr_resource().api_version), rendered);
     let unserved: Vec<String> =
         plan.objects.iter().filter(|o| !ctx.served.contains(&o.kind)).map(|o| format!("{} ({})", o.kind.kind(), o.kind.api_version())).collect();
     if !unserved.is_empty() {
@@ -383,7 +396,7 @@ async fn apply<'p>(ctx: &Context, cr: &Cr<'_>, plan: &'p ApplyPlan) -> Result<Ve
 /// Deletes what this CR's previous renders produced and this one does not (see
 /// [`plan::prune`] for what may be deleted).
 async fn prune(ctx: &Context, cr: &Cr<'_>, plan: &ApplyPlan) -> Result<(), ReconcileError> {
-    let owner = cr.owner();
+    let owner = cr.owner(ctx.cr_resource().api_version);
     let children = ctx.caches.children(&cr.namespace, &cr.name);
     let existing: Vec<_> = children.iter().map(|c| c.existing.clone()).collect();
     for gone in plan::prune(&owner, plan, &existing) {
@@ -475,8 +488,8 @@ async fn write_status(ctx: &Context, cr: &Cr<'_>, outcome: &Outcome) -> Result<(
         return Ok(());
     }
     publish_if_new(ctx, cr, &next).await;
-    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &cr.namespace, &mo_resource());
-    let body = json!({"apiVersion": format!("{GROUP}/{VERSION}"), "kind": KIND, "status": next});
+    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &cr.namespace, &ctx.cr_resource());
+    let body = json!({"apiVersion": ctx.cr_resource().api_version, "kind": KIND, "status": next});
     api.patch_status(&cr.name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&body)).await?;
     Ok(())
 }
@@ -497,7 +510,7 @@ async fn publish_if_new(ctx: &Context, cr: &Cr<'_>, next: &ModelOrchestraStatus)
         action: "Reconcile".into(),
         secondary: None,
     };
-    let reference = cr.obj.object_ref(&mo_resource());
+    let reference = cr.obj.object_ref(&ctx.cr_resource());
     if let Err(e) = ctx.recorder.publish(&event, &reference).await {
         tracing::debug!(error = %e, "cannot publish event");
     }

@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use crate::api::{GROUP, KIND, VERSION};
+use crate::api::KIND;
 use crate::chart::{Component, RenderedObject};
 use crate::kinds::Kind;
 
@@ -26,6 +26,8 @@ pub const FIELD_MANAGER: &str = "model-orchestra-operator";
 /// The CR an apply plan belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Owner {
+    /// `models.titanml.co/<version>`: the version the reconciling line serves.
+    pub api_version: String,
     pub name: String,
     pub uid: String,
 }
@@ -57,7 +59,7 @@ impl ApplyPlan {
 /// Turns rendered objects into apply bodies owned by `owner`.
 pub fn plan(owner: &Owner, rendered: Vec<RenderedObject>) -> ApplyPlan {
     let owner_ref = json!({
-        "apiVersion": format!("{GROUP}/{VERSION}"),
+        "apiVersion": owner.api_version,
         "kind": KIND,
         "name": owner.name,
         "uid": owner.uid,
@@ -111,7 +113,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     fn owner() -> Owner {
-        Owner { name: "demo".into(), uid: "uid-1".into() }
+        Owner { api_version: "models.titanml.co/v1alpha1".into(), name: "demo".into(), uid: "uid-1".into() }
     }
 
     fn rendered(kind: Kind, name: &str) -> RenderedObject {

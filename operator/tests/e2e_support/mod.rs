@@ -292,6 +292,16 @@ pub fn is_operator_write(e: &AuditEvent, identity: &str) -> bool {
         && !matches!(e.resource(), "leases" | "events")
 }
 
+/// Whether this test binary's cluster gets the CRD serving `v1alpha2` too (see
+/// [`serve_v1alpha2`]); the shipped `v1alpha1` CRD otherwise.
+static SERVE_V1ALPHA2: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Installs the CRD that serves `v1alpha2` beside `v1alpha1` in this test binary's
+/// cluster. Call before the first [`Cluster::start`]; every test of the binary shares it.
+pub fn serve_v1alpha2() {
+    SERVE_V1ALPHA2.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
 /// The CRD, installed once per test binary (server-side apply; waits until it is served).
 async fn install_crd(client: &Client) {
     static DONE: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
@@ -303,7 +313,8 @@ async fn install_crd(client: &Client) {
     // The optional kinds' real CRDs (KEDA, Prometheus Operator), taken from their pinned
     // Go modules by scripts/build-go-tools.sh, so what the operator renders for them is
     // validated by their real schemas.
-    let mut crds = vec![serde_json::to_value(model_orchestra::crd::crd()).expect("CRD")];
+    let crd = if SERVE_V1ALPHA2.load(std::sync::atomic::Ordering::SeqCst) { model_orchestra::crd::crd_with_v1alpha2() } else { model_orchestra::crd::crd() };
+    let mut crds = vec![serde_json::to_value(crd).expect("CRD")];
     for file in ["keda.sh_scaledobjects.yaml", "monitoring.coreos.com_servicemonitors.yaml"] {
         let path = local_cluster::tools::share_dir().join("crds").join(file);
         let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e} (run scripts/build-go-tools.sh)", path.display()));
@@ -409,11 +420,21 @@ pub struct OperatorOptions<'a> {
     pub kubeconfig: Option<&'a Path>,
     /// How long its Lease lasts without renewal (short, so leader tests are quick).
     pub lease_seconds: u64,
+    /// The ModelOrchestra version the line serves.
+    pub api_version: &'a str,
 }
 
 impl Default for OperatorOptions<'_> {
     fn default() -> Self {
-        OperatorOptions { routing: "v0", claim_unlabeled: true, resync_seconds: 300, identity: "op-a", kubeconfig: None, lease_seconds: 4 }
+        OperatorOptions {
+            routing: "v0",
+            claim_unlabeled: true,
+            resync_seconds: 300,
+            identity: "op-a",
+            kubeconfig: None,
+            lease_seconds: 4,
+            api_version: "v1alpha1",
+        }
     }
 }
 
@@ -427,6 +448,7 @@ impl Operator {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_model-orchestra-operator"));
         cmd.arg("run")
             .args(["--routing", o.routing])
+            .args(["--api-version", o.api_version])
             .args(["--identity", o.identity])
             .args(["--watch-namespace", &cluster.namespace])
             .args(["--lease-namespace", &cluster.namespace])
@@ -436,6 +458,7 @@ impl Operator {
             .env("KUBECONFIG", &kubeconfig)
             .env("RUST_LOG", std::env::var("E2E_OPERATOR_LOG").unwrap_or_else(|_| "info".into()))
             .env_remove("MODEL_ORCHESTRA_ROUTING")
+            .env_remove("MODEL_ORCHESTRA_API_VERSION")
             .env_remove("MODEL_ORCHESTRA_CLAIM_UNLABELED")
             .stdout(Stdio::null())
             .stderr(Stdio::piped());

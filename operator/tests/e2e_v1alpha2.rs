@@ -1,0 +1,53 @@
+//! A `v1alpha2` operator line on the real control plane, next to a `v1alpha1` line: the
+//! cluster's CRD serves both versions (its own test binary, so its own cluster and CRD).
+
+mod e2e_support;
+
+use std::collections::BTreeSet;
+
+use e2e_support::*;
+use model_orchestra::chart::{Chart, Contract};
+use model_orchestra::kinds::Kind;
+use serde_json::{json, Value};
+
+fn v1alpha2_cr(namespace: &str) -> Value {
+    json!({
+        "apiVersion": "models.titanml.co/v1alpha2",
+        "kind": "ModelOrchestra",
+        "metadata": {"name": "stack", "namespace": namespace, "labels": {"operatorVersion": "v1"}},
+        "spec": {"applications": {"chat": {"readerConfig": {"modelName": "org/model", "device": "cpu"}}}}
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_line_reconciles_its_own_version_and_the_v1alpha2_line_renders_the_v1alpha2_contract() {
+    serve_v1alpha2();
+    let cluster = Cluster::start("v1alpha2-line").await;
+    let v1 = OperatorOptions { api_version: "v1alpha2", routing: "v1", claim_unlabeled: false, identity: "op-v1", ..Default::default() };
+    let _line_v1 = Operator::start(&cluster, v1).await;
+    let v0 = OperatorOptions { routing: "v0", claim_unlabeled: false, identity: "op-v0", ..Default::default() };
+    let _line_v0 = Operator::start(&cluster, v0).await;
+
+    cluster.apply_value(&v1alpha2_cr(&cluster.namespace), "modelorchestras", "models.titanml.co", "v1alpha2").await;
+    let spec = serde_json::from_value(v1alpha2_cr(&cluster.namespace)["spec"].clone()).unwrap();
+    let rendered = Chart::embedded_for(Contract::V1alpha2).unwrap().render_v1alpha2("stack", &cluster.namespace, &spec).unwrap();
+    let expected: BTreeSet<(Kind, String)> = rendered.iter().map(|o| (o.kind, o.name.clone())).collect();
+    assert!(!expected.contains(&(Kind::Service, "stack-model-orchestra-chat".into())), "readers have no Service of their own");
+    cluster.wait_children("stack", &expected).await;
+    cluster.wait_converged("stack").await;
+    let deployment = cluster.api(Kind::Deployment).get("stack-model-orchestra-chat").await.unwrap();
+    let mounts = &deployment.data["spec"]["template"]["spec"]["containers"][0]["volumeMounts"];
+    assert!(mounts.as_array().unwrap().iter().any(|m| m["mountPath"] == "/code/models"), "{mounts}");
+
+    // The v1alpha1 line, beside it, reconciles its own CR by its own contract.
+    let sample = sample_with_label("v0");
+    let name = cluster.apply_cr(&sample).await.metadata.name.unwrap();
+    cluster.wait_children(&name, &cluster.expected(&sample)).await;
+    cluster.wait_converged(&name).await;
+}
+
+/// The sample CR, labelled for the line `routing`.
+fn sample_with_label(routing: &str) -> String {
+    let sample = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../config/samples/modelorchestra.yaml")).unwrap();
+    sample.replace("  name: my-model-orchestra\n", &format!("  name: my-model-orchestra\n  labels: {{operatorVersion: {routing}}}\n"))
+}

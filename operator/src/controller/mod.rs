@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
 use kube::api::DynamicObject;
 use kube::core::GroupVersion;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
@@ -131,7 +132,13 @@ pub async fn run(
     let (forget_ctx, store) = (ctx.clone(), reader.clone());
     let cr_stream = watcher(crs, watcher::Config::default())
         .default_backoff()
-        .modify(|o: &mut DynamicObject| o.metadata.managed_fields = None)
+        // managedFields are dropped except the user's last spec write, without its field
+        // set: its apiVersion routes an unlabelled CR (`reconciler::written_version`).
+        .modify(|o: &mut DynamicObject| {
+            let fields = o.metadata.managed_fields.take().unwrap_or_default();
+            o.metadata.managed_fields = crate::reconcile::routing::user_write(&fields, crate::reconcile::plan::FIELD_MANAGER)
+                .map(|e| vec![ManagedFieldsEntry { fields_v1: None, ..e.clone() }]);
+        })
         .reflect(writer)
         .inspect_ok(move |event| match event {
             watcher::Event::Delete(o) => forget_ctx.forget(&key(o)),

@@ -27,7 +27,7 @@ use crate::reconcile::backoff::{Backoff, Retry};
 use crate::reconcile::condition::{ConditionType, Reason};
 use crate::reconcile::drift::{combine, drift, Drift};
 use crate::reconcile::plan::{self, ApplyPlan, Owner, PlannedObject, FIELD_MANAGER};
-use crate::reconcile::routing::is_routed_here;
+use crate::reconcile::routing::{self, is_routed_here};
 use crate::reconcile::status::{self, deployment_readiness, Health, Observed, Outcome, Report};
 
 /// Objects of one CR applied (or dry-run) at once.
@@ -261,7 +261,9 @@ impl<'a> Cr<'a> {
 
 pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
     let s = &ctx.settings;
-    if !is_routed_here(obj.metadata.labels.as_ref(), &s.routing, s.claim_unlabeled) {
+    // The watch keeps only the user's last spec write of the managedFields (controller::run).
+    let written = routing::written_version(obj.metadata.managed_fields.as_ref().and_then(|m| m.first()));
+    if !is_routed_here(obj.metadata.labels.as_ref(), written, &s.routing, ctx.chart.contract.api_version(), s.claim_unlabeled) {
         // Another line's CR: forget it, so taking it back later applies again.
         ctx.forget(&key(&obj));
         return Ok(Action::await_change());

@@ -55,10 +55,12 @@ fn a_rendered_bundle_carries_the_properties_and_related_images_opm_derives() {
     let (b, _) = catalog.bundles.iter().find(|(b, _)| b.name == "model-orchestra-operator.v1.1.0").unwrap();
     assert_eq!(b.image, "registry.example.com/op-bundle:v1.1.0", "the reference exactly as written");
     let types: Vec<&str> = b.properties.iter().map(|p| p.type_.as_str()).collect();
-    assert_eq!(types, ["olm.gvk", "olm.package", "olm.bundle.object", "olm.bundle.object"], "sorted by type, objects last");
+    // One olm.gvk per version the owned CRD serves.
+    assert_eq!(types, ["olm.gvk", "olm.gvk", "olm.package", "olm.bundle.object", "olm.bundle.object"], "sorted by type, objects last");
     assert_eq!(b.properties[0].value, serde_json::json!({"group": "models.titanml.co", "kind": "ModelOrchestra", "version": "v1alpha1"}));
-    assert_eq!(b.properties[1].value, serde_json::json!({"packageName": "model-orchestra-operator", "version": "1.1.0"}));
-    let kinds: Vec<String> = b.properties[2..]
+    assert_eq!(b.properties[1].value, serde_json::json!({"group": "models.titanml.co", "kind": "ModelOrchestra", "version": "v1alpha2"}));
+    assert_eq!(b.properties[2].value, serde_json::json!({"packageName": "model-orchestra-operator", "version": "1.1.0"}));
+    let kinds: Vec<String> = b.properties[3..]
         .iter()
         .map(|p| {
             let data = base64::engine::general_purpose::STANDARD.decode(p.value["data"].as_str().unwrap()).unwrap();
@@ -141,8 +143,8 @@ fn the_csv_metadata_migration_replaces_bundle_objects_with_one_csv_metadata_prop
     let catalog = render_as(&template, &work.0.join("t.yaml"), &bundles, Objects::CsvMetadata);
     let (b, _) = &catalog.bundles[0];
     let types: Vec<&str> = b.properties.iter().map(|p| p.type_.as_str()).collect();
-    assert_eq!(types, ["olm.gvk", "olm.package", "olm.csv.metadata"]);
-    let meta = &b.properties[2].value;
+    assert_eq!(types, ["olm.gvk", "olm.gvk", "olm.package", "olm.csv.metadata"]);
+    let meta = &b.properties[3].value;
     assert_eq!(meta["displayName"], "Model Orchestra");
     assert_eq!(meta["crdDescriptions"]["owned"][0]["kind"], "ModelOrchestra");
     assert_eq!(meta["apiServiceDefinitions"], serde_json::json!({}), "Go writes its struct-typed fields even when empty");

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use bundle_tool::bundle::generate::{bundle_files, read_tree, write_bundle, GenerateOptions, WriteOutcome};
 use bundle_tool::bundle::{CrdMode, CRD_FILE, CSV_FILE};
 use bundle_tool::error::ToolError;
+use serde_json::Value;
 
 fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path)
@@ -144,15 +145,25 @@ fn a_crd_that_drops_a_released_field_or_version_is_refused() {
     assert!(bundle_tool::crds::check_compatible(&current, &bundles).is_empty(), "the same CRD is compatible");
 
     let mut dropped = current.clone();
-    dropped["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"].as_object_mut().unwrap().remove("gateway");
+    version_mut(&mut dropped, "v1alpha1")["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"].as_object_mut().unwrap().remove("gateway");
     let problems = bundle_tool::crds::check_compatible(&dropped, &bundles);
     assert!(problems.iter().any(|p| p.contains(".spec.gateway was removed")), "{problems:?}");
 
     let mut renamed = current.clone();
-    renamed["spec"]["versions"][0]["name"] = "v1beta1".into();
+    version_mut(&mut renamed, "v1alpha1")["name"] = "v1beta1".into();
     let problems = bundle_tool::crds::check_compatible(&renamed, &bundles);
     assert!(problems.iter().any(|p| p.contains("no longer serves")), "{problems:?}");
     std::fs::remove_dir_all(&bundles).ok();
+}
+
+/// The entry of `crd.spec.versions` named `name`.
+fn version_mut<'a>(crd: &'a mut Value, name: &str) -> &'a mut Value {
+    crd["spec"]["versions"].as_array_mut().unwrap().iter_mut().find(|v| v["name"] == name).unwrap()
+}
+
+/// The name of the CRD's storage version.
+fn storage_version(crd: &Value) -> String {
+    crd["spec"]["versions"].as_array().unwrap().iter().find(|v| v["storage"] == true).unwrap()["name"].as_str().unwrap().to_string()
 }
 
 fn released_owned_crd(test: &str) -> PathBuf {
@@ -165,12 +176,13 @@ fn released_owned_crd(test: &str) -> PathBuf {
 fn a_crd_that_drops_the_released_storage_version_is_refused() {
     let bundles = released_owned_crd("storage");
     let mut moved = bundle_tool::crds::crd();
-    moved["spec"]["versions"][0]["name"] = "v1beta1".into();
+    let storage = storage_version(&moved);
+    version_mut(&mut moved, &storage)["name"] = "v1beta1".into();
     let problems = bundle_tool::crds::check_compatible(&moved, &bundles);
-    assert!(problems.iter().any(|p| p.contains("v1alpha1 was the storage version and must stay")), "{problems:?}");
+    assert!(problems.iter().any(|p| p.contains(&format!("{storage} was the storage version and must stay"))), "{problems:?}");
 
     let mut two_storage = bundle_tool::crds::crd();
-    let mut second = two_storage["spec"]["versions"][0].clone();
+    let mut second = version_mut(&mut two_storage, &storage).clone();
     second["name"] = "v1beta1".into();
     two_storage["spec"]["versions"].as_array_mut().unwrap().push(second);
     let problems = bundle_tool::crds::check_compatible(&two_storage, &bundles);

@@ -9,7 +9,7 @@ use crate::api::{ModelOrchestra, ModelOrchestraSpec};
 /// Fields whose schema comes from Kubernetes' own types. Their (long) upstream descriptions
 /// are dropped from the CRD, as `controller-gen crd:maxDescLen=0` does, which keeps the CRD
 /// a fraction of the size; `kubectl explain` of the core types still has them.
-const KUBERNETES_TYPED_FIELDS: [&str; 15] = [
+const KUBERNETES_TYPED_FIELDS: [&str; 17] = [
     "affinity",
     "env",
     "imagePullSecrets",
@@ -22,26 +22,69 @@ const KUBERNETES_TYPED_FIELDS: [&str; 15] = [
     "tolerations",
     "volumes",
     "volumeMounts",
+    "modelsVolume",
+    "tokenSecret",
     "behavior",
     "cudaVisibleDevices",
     "conditions",
 ];
 
-/// The ModelOrchestra CRD.
+/// The ModelOrchestra CRD the operator ships: `v1alpha1` and `v1alpha2` served, `v1alpha2`
+/// stored, conversion `None`.
+///
+/// Why that works without a conversion webhook: the stored schema holds every field of both
+/// versions (`v1alpha2`'s, plus `v1alpha1`'s per-application `service` and `ingress`, which
+/// `v1alpha2` writers are refused by a CEL rule), so an object written in either version is
+/// stored whole; and a CR is rendered by the contract of the version it was written in (the
+/// lines route it so, `reconcile::routing`), so it means what its writer meant whichever
+/// version it is read at. See the README's "API versions" for what this does not cover.
 pub fn crd() -> CustomResourceDefinition {
+    use crate::api::v1alpha2;
+    let v1alpha1 = serde_json::to_value(crd_v1alpha1()).expect("the CRD serialises");
+    let mut second = serde_json::to_value(v1alpha2::ModelOrchestra::crd()).expect("the CRD serialises");
+    trim_descriptions(&mut second, false);
+    keep_v1alpha1_network_fields(&mut second, &v1alpha1);
+    let second: CustomResourceDefinition = serde_json::from_value(second).expect("trimming keeps a valid CRD");
+    let first: CustomResourceDefinition = serde_json::from_value(v1alpha1).expect("a valid CRD");
+    kube::core::crd::merge_crds(vec![first, second], v1alpha2::VERSION).expect("both versions describe the same kind")
+}
+
+/// The CRD as release 0.1.0 installed it: `v1alpha1` alone. Its schema is frozen (see
+/// `bundles/crds`).
+pub fn crd_v1alpha1() -> CustomResourceDefinition {
     let mut crd = serde_json::to_value(ModelOrchestra::crd()).expect("the CRD serialises");
     trim_descriptions(&mut crd, false);
     serde_json::from_value(crd).expect("trimming keeps a valid CRD")
 }
 
-/// The CRD serving `v1alpha1` (storage) and `v1alpha2`, as the operator will ship it once
-/// `v1alpha2` renders; today only the CRD-versions tests install it.
-pub fn crd_with_v1alpha2() -> CustomResourceDefinition {
-    use crate::api::v1alpha2;
-    let mut second = serde_json::to_value(v1alpha2::ModelOrchestra::crd()).expect("the CRD serialises");
-    trim_descriptions(&mut second, false);
-    let second: CustomResourceDefinition = serde_json::from_value(second).expect("trimming keeps a valid CRD");
-    kube::core::crd::merge_crds(vec![crd(), second], crate::api::v1alpha1::VERSION).expect("both versions describe the same kind")
+/// Adds `v1alpha1`'s per-application `service` and `ingress` to `v1alpha2`'s schema (of the
+/// template and of each application), so a `v1alpha1` object stored as `v1alpha2` keeps
+/// them; a CEL rule refuses them to `v1alpha2` writers (validation ratcheting lets an
+/// unchanged one through an update).
+fn keep_v1alpha1_network_fields(v1alpha2_crd: &mut Value, v1alpha1_crd: &Value) {
+    let spec_of = |crd: &Value| crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"].clone();
+    let old = spec_of(v1alpha1_crd);
+    let spec = &mut v1alpha2_crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
+    for (path, old_props) in [
+        (&["applicationTemplate", "properties"][..], &old["applicationTemplate"]["properties"]),
+        (&["applications", "additionalProperties", "properties"][..], &old["applications"]["additionalProperties"]["properties"]),
+    ] {
+        let mut props = &mut *spec;
+        for key in path {
+            props = &mut props[*key];
+        }
+        for field in ["service", "ingress"] {
+            let mut schema = old_props[field].clone();
+            schema["description"] = Value::from(format!(
+                "v1alpha1 only: kept for CRs written as v1alpha1. v1alpha2 readers are reached through the gateway (spec.gateway.{field})."
+            ));
+            schema["x-kubernetes-validations"] = serde_json::json!([{
+                "rule": "false",
+                "message": format!("v1alpha2 has no per-application {field}: readers are reached only through the gateway (use spec.gateway.{field})")
+            }]);
+            props[field] = schema;
+        }
+    }
 }
 
 pub fn crd_yaml() -> String {

@@ -16,16 +16,27 @@ pub enum Kind {
     // know (the two CRD kinds) come last, as Helm sorts them.
     ServiceAccount,
     ConfigMap,
+    PersistentVolumeClaim,
     Service,
     Deployment,
+    Job,
     Ingress,
     ScaledObject,
     ServiceMonitor,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 7] =
-        [Kind::ServiceAccount, Kind::ConfigMap, Kind::Service, Kind::Deployment, Kind::Ingress, Kind::ScaledObject, Kind::ServiceMonitor];
+    pub const ALL: [Kind; 9] = [
+        Kind::ServiceAccount,
+        Kind::ConfigMap,
+        Kind::PersistentVolumeClaim,
+        Kind::Service,
+        Kind::Deployment,
+        Kind::Job,
+        Kind::Ingress,
+        Kind::ScaledObject,
+        Kind::ServiceMonitor,
+    ];
 
     pub fn from_kind(kind: &str) -> Option<Kind> {
         Kind::ALL.into_iter().find(|k| k.kind() == kind)
@@ -35,8 +46,10 @@ impl Kind {
         match self {
             Kind::ServiceAccount => "ServiceAccount",
             Kind::ConfigMap => "ConfigMap",
+            Kind::PersistentVolumeClaim => "PersistentVolumeClaim",
             Kind::Service => "Service",
             Kind::Deployment => "Deployment",
+            Kind::Job => "Job",
             Kind::Ingress => "Ingress",
             Kind::ScaledObject => "ScaledObject",
             Kind::ServiceMonitor => "ServiceMonitor",
@@ -46,8 +59,9 @@ impl Kind {
     /// API group ("" for core).
     pub fn group(self) -> &'static str {
         match self {
-            Kind::ServiceAccount | Kind::ConfigMap | Kind::Service => "",
+            Kind::ServiceAccount | Kind::ConfigMap | Kind::PersistentVolumeClaim | Kind::Service => "",
             Kind::Deployment => "apps",
+            Kind::Job => "batch",
             Kind::Ingress => "networking.k8s.io",
             Kind::ScaledObject => "keda.sh",
             Kind::ServiceMonitor => "monitoring.coreos.com",
@@ -73,8 +87,10 @@ impl Kind {
         match self {
             Kind::ServiceAccount => "serviceaccounts",
             Kind::ConfigMap => "configmaps",
+            Kind::PersistentVolumeClaim => "persistentvolumeclaims",
             Kind::Service => "services",
             Kind::Deployment => "deployments",
+            Kind::Job => "jobs",
             Kind::Ingress => "ingresses",
             Kind::ScaledObject => "scaledobjects",
             Kind::ServiceMonitor => "servicemonitors",
@@ -90,12 +106,14 @@ impl Kind {
     /// Checks `obj` against the kind's schema: every field known, every value of the right
     /// type. Returns a message naming the offending field.
     pub fn check(self, obj: &Value) -> Result<(), String> {
-        use k8s_openapi::api::{apps::v1 as apps, core::v1 as core, networking::v1 as net};
+        use k8s_openapi::api::{apps::v1 as apps, batch::v1 as batch, core::v1 as core, networking::v1 as net};
         match self {
             Kind::ServiceAccount => strict::<core::ServiceAccount>(obj),
             Kind::ConfigMap => strict::<core::ConfigMap>(obj),
+            Kind::PersistentVolumeClaim => strict::<core::PersistentVolumeClaim>(obj),
             Kind::Service => strict::<core::Service>(obj),
             Kind::Deployment => strict::<apps::Deployment>(obj),
+            Kind::Job => strict::<batch::Job>(obj),
             Kind::Ingress => strict::<net::Ingress>(obj),
             Kind::ScaledObject => strict::<keda::ScaledObject>(obj),
             Kind::ServiceMonitor => strict::<prometheus::ServiceMonitor>(obj),

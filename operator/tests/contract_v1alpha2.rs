@@ -157,3 +157,80 @@ fn each_chart_renders_only_its_own_version() {
     let err = model_orchestra::render(chart_v1alpha2(), &mo, "default").unwrap_err().to_string();
     assert!(err.contains("renders v1alpha2 ModelOrchestras, not v1alpha1"), "{err}");
 }
+
+// The model cache (beyond upstream).
+
+const CACHED: &str = "applicationTemplate:\n  modelCache: {enabled: true, size: 20Gi}\napplications:\n  chat:\n    readerConfig: {modelName: org/model}\n";
+
+fn download_job(objects: &[model_orchestra::chart::RenderedObject]) -> &serde_json::Value {
+    &objects.iter().find(|o| o.kind == Kind::Job).expect("a download Job").object
+}
+
+#[test]
+fn a_cached_application_mounts_its_claim_at_code_models_instead_of_the_default_volume() {
+    let objects = render_v1alpha2(&cr_v1alpha2(CACHED));
+    let claim = find(&objects, Kind::PersistentVolumeClaim, "demo-model-orchestra-chat-models");
+    assert_eq!(claim["spec"]["resources"]["requests"]["storage"], "20Gi");
+    assert_eq!(claim["spec"]["accessModes"], json!(["ReadWriteOnce"]));
+    assert!(claim["spec"].get("storageClassName").is_none(), "empty: the cluster's default class");
+    let deployment = find(&objects, Kind::Deployment, "demo-model-orchestra-chat");
+    let volumes = deployment["spec"]["template"]["spec"]["volumes"].as_array().unwrap();
+    let models = volumes.iter().find(|v| v["name"] == "models").unwrap();
+    assert_eq!(models, &json!({"name": "models", "persistentVolumeClaim": {"claimName": "demo-model-orchestra-chat-models"}}));
+    assert!(container(deployment)["volumeMounts"].as_array().unwrap().contains(&json!({"name": "models", "mountPath": "/code/models"})));
+}
+
+#[test]
+fn the_download_job_fetches_the_readers_model_into_the_claim_with_the_token_from_its_secret() {
+    let spec = format!("{CACHED}    modelCache:\n      downloader: {{tokenSecret: {{name: hf, key: token}}}}\n");
+    let objects = render_v1alpha2(&cr_v1alpha2(&spec));
+    let job = download_job(&objects);
+    let pod = &job["spec"]["template"]["spec"];
+    assert_eq!(pod["restartPolicy"], "Never");
+    assert_eq!(pod["volumes"][0]["persistentVolumeClaim"]["claimName"], "demo-model-orchestra-chat-models");
+    let c = &pod["containers"][0];
+    assert_eq!(c["volumeMounts"][0]["mountPath"], "/code/models");
+    assert_eq!(c["terminationMessagePolicy"], "FallbackToLogsOnError", "a failure's log reaches the status");
+    let env = c["env"].as_array().unwrap();
+    assert!(env.contains(&json!({"name": "MODEL_NAME", "value": "org/model"})));
+    assert!(env.contains(&json!({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}})));
+    assert_eq!(job["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"], "model-chat", "not the application's pods");
+}
+
+#[test]
+fn a_new_model_or_refresh_is_a_new_job_and_rolls_the_pods_and_the_same_one_is_not() {
+    let revision = |objects: &[model_orchestra::chart::RenderedObject]| {
+        let job = download_job(objects)["metadata"]["name"].as_str().unwrap().to_string();
+        let pods = find(objects, Kind::Deployment, "demo-model-orchestra-chat")["spec"]["template"]["metadata"]["annotations"]
+            ["models.titanml.co/model-revision"]
+            .clone();
+        (job, pods)
+    };
+    let first = revision(&render_v1alpha2(&cr_v1alpha2(CACHED)));
+    assert_eq!(first, revision(&render_v1alpha2(&cr_v1alpha2(CACHED))));
+    let other_model = revision(&render_v1alpha2(&cr_v1alpha2(&CACHED.replace("org/model", "org/other"))));
+    assert_ne!(first.0, other_model.0);
+    assert_ne!(first.1, other_model.1);
+    let mo = model_orchestra::input::parse_versioned(&cr_v1alpha2(CACHED)).unwrap();
+    let model_orchestra::input::Versioned::V1alpha2(mo) = mo else { panic!("v1alpha2") };
+    let refreshed = chart_v1alpha2().render_v1alpha2_refreshed("demo", "default", &mo.spec, &[("chat".to_string(), "r1".to_string())].into()).unwrap();
+    assert_ne!(first, revision(&refreshed));
+}
+
+#[test]
+fn an_application_inherits_the_template_cache_key_by_key() {
+    let spec = "applicationTemplate:\n  modelCache: {enabled: true, size: 20Gi, storageClassName: fast}\napplications:\n  chat:\n    modelCache: {size: 80Gi}\n  plain:\n    modelCache: {enabled: false}\n";
+    let objects = render_v1alpha2(&cr_v1alpha2(spec));
+    let claim = find(&objects, Kind::PersistentVolumeClaim, "demo-model-orchestra-chat-models");
+    assert_eq!(claim["spec"]["resources"]["requests"]["storage"], "80Gi");
+    assert_eq!(claim["spec"]["storageClassName"], "fast");
+    assert!(!has(&objects, Kind::PersistentVolumeClaim, "demo-model-orchestra-plain-models"));
+}
+
+#[test]
+fn a_download_job_name_over_63_characters_is_refused_naming_the_cache() {
+    let app = "a".repeat(40);
+    let spec = format!("applicationTemplate:\n  modelCache: {{enabled: true}}\napplications:\n  {app}: {{}}\n");
+    let err = try_render_v1alpha2(&cr_v1alpha2(&spec)).unwrap_err().to_string();
+    assert!(err.contains(&format!("spec.applications.{app}.modelCache")) && err.contains("63"), "{err}");
+}

@@ -57,7 +57,7 @@ fn the_crd_gains_v1alpha2_keeps_v1alpha1_objects_and_refuses_bad_v1alpha2_crs_na
     let original = read("v1alpha1");
 
     // The CRD with both versions is accepted (its CEL rules within the cost budget).
-    install(&serde_yaml::to_string(&model_orchestra::crd::crd_with_v1alpha2()).unwrap());
+    install(&serde_yaml::to_string(&model_orchestra::crd::crd()).unwrap());
     let after = read("v1alpha1");
     assert_eq!(after["apiVersion"], "models.titanml.co/v1alpha1");
     assert_eq!(after["spec"], original["spec"], "a v1alpha1 object reads back unchanged");
@@ -80,5 +80,19 @@ fn the_crd_gains_v1alpha2_keeps_v1alpha1_objects_and_refuses_bad_v1alpha2_crs_na
     let err = refused(&"n".repeat(50), "  {}\n");
     assert!(err.contains("`<fullname>-gateway` would exceed 63 characters"), "{err}");
     let err = refused("with-service", &format!("{}      service: {{type: ClusterIP}}\n", app("chat")));
-    assert!(err.contains("service"), "v1alpha2 applications have no Service of their own: {err}");
+    assert!(err.contains("spec.applications[chat].service") && err.contains("v1alpha2 has no per-application service"), "{err}");
+
+    // Stored as v1alpha2, an object written in either version is kept whole: v1alpha2's
+    // model cache, and v1alpha1's per-application Service after a v1alpha1 write.
+    let cached = format!("{}      modelCache: {{enabled: true, size: 5Gi}}\n", app("chat"));
+    apply(&cr("v1alpha2", "cached", &cached)).expect("a v1alpha2 CR with a model cache");
+    let json = kubectl(&["get", "modelorchestras.v1alpha2.models.titanml.co", "cached", "-n", "default", "-o", "json"], None).unwrap();
+    let cached: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(cached["spec"]["applications"]["chat"]["modelCache"]["size"], "5Gi", "not pruned on its way to storage");
+    let rewritten = before_spec.replace("      service:", "      replicaCount: 2\n      service:");
+    apply(&cr("v1alpha1", "before", &rewritten)).expect("a v1alpha1 write");
+    assert_eq!(read("v1alpha1")["spec"]["applications"]["chat"]["service"]["type"], "ClusterIP", "stored as v1alpha2, still there");
+    // A v1alpha2 writer that leaves a v1alpha1 CR's Service alone is not refused for it.
+    kubectl(&["label", "modelorchestras.v1alpha2.models.titanml.co", "before", "-n", "default", "team=a"], None)
+        .expect("ratcheting lets the unchanged field through");
 }

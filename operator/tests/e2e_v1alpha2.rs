@@ -1,5 +1,5 @@
-//! A `v1alpha2` operator line on the real control plane, next to a `v1alpha1` line: the
-//! cluster's CRD serves both versions (its own test binary, so its own cluster and CRD).
+//! A `v1alpha2` operator line on the real control plane, next to a `v1alpha1` line, the
+//! cluster's CRD serving both versions as shipped.
 
 mod e2e_support;
 
@@ -21,7 +21,6 @@ fn v1alpha2_cr(namespace: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_line_reconciles_its_own_version_and_the_v1alpha2_line_renders_the_v1alpha2_contract() {
-    serve_v1alpha2();
     let cluster = Cluster::start("v1alpha2-line").await;
     let v1 = OperatorOptions { api_version: "v1alpha2", routing: "v1", claim_unlabeled: false, identity: "op-v1", ..Default::default() };
     let _line_v1 = Operator::start(&cluster, v1).await;
@@ -54,7 +53,6 @@ fn sample_with_label(routing: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unlabelled_crs_go_to_the_line_serving_the_version_they_were_written_with() {
-    serve_v1alpha2();
     let cluster = Cluster::start("by-api-version").await;
     let mark = cluster.audit_mark();
     let v1 = OperatorOptions { api_version: "v1alpha2", routing: "v1", claim_unlabeled: true, identity: "op-v1", ..Default::default() };

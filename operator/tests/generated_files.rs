@@ -78,11 +78,51 @@ fn crd_names_group_version_short_name_and_printer_columns() {
     assert_eq!(crd["metadata"]["name"], "modelorchestras.models.titanml.co");
     assert_eq!(crd["spec"]["scope"], "Namespaced");
     assert_eq!(crd["spec"]["names"]["shortNames"], serde_json::json!(["mo"]));
-    let version = &crd["spec"]["versions"][0];
-    assert_eq!(version["name"], "v1alpha1");
-    assert_eq!(version["subresources"]["status"], serde_json::json!({}));
-    let columns: Vec<&str> = version["additionalPrinterColumns"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
-    assert_eq!(columns, ["Ready", "Applications", "Age"]);
+    let versions = crd["spec"]["versions"].as_array().unwrap();
+    let mut names: Vec<(&str, bool, bool)> =
+        versions.iter().map(|v| (v["name"].as_str().unwrap(), v["served"].as_bool().unwrap(), v["storage"].as_bool().unwrap())).collect();
+    names.sort();
+    assert_eq!(names, [("v1alpha1", true, false), ("v1alpha2", true, true)], "both served, v1alpha2 stored");
+    assert!(crd["spec"].get("conversion").is_none_or(|c| c["strategy"] == "None"));
+    for version in versions {
+        assert_eq!(version["subresources"]["status"], serde_json::json!({}));
+        let columns: Vec<&str> = version["additionalPrinterColumns"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+        assert_eq!(columns, ["Ready", "Applications", "Age"]);
+    }
+}
+
+#[test]
+fn the_stored_version_keeps_every_field_of_v1alpha1() {
+    // Conversion is None: an object written as v1alpha1 is stored as v1alpha2, pruned to
+    // v1alpha2's schema. Every field v1alpha1 has must be there too.
+    let crd = serde_json::to_value(crd::crd()).unwrap();
+    let schema = |name: &str| {
+        let versions = crd["spec"]["versions"].as_array().unwrap();
+        versions.iter().find(|v| v["name"] == name).unwrap()["schema"]["openAPIV3Schema"].clone()
+    };
+    let mut missing = Vec::new();
+    fields_missing(&schema("v1alpha1"), &schema("v1alpha2"), "", &mut missing);
+    assert!(missing.is_empty(), "v1alpha2 cannot store: {missing:?}");
+}
+
+/// The property paths of `old` that `new` does not have.
+fn fields_missing(old: &Value, new: &Value, path: &str, missing: &mut Vec<String>) {
+    if new.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true)) {
+        return;
+    }
+    if let Some(Value::Object(props)) = old.get("properties") {
+        for (k, v) in props {
+            match new["properties"].get(k) {
+                Some(n) => fields_missing(v, n, &format!("{path}.{k}"), missing),
+                None => missing.push(format!("{path}.{k}")),
+            }
+        }
+    }
+    for key in ["additionalProperties", "items"] {
+        if let Some(v @ Value::Object(_)) = old.get(key) {
+            fields_missing(v, &new[key], &format!("{path}.{key}"), missing);
+        }
+    }
 }
 
 /// The rules of a structural schema (Kubernetes "Specifying a structural schema"): every
@@ -128,21 +168,25 @@ fn check_structural(node: &Value, path: &str, errors: &mut Vec<String>) {
 #[test]
 fn crd_schema_is_structural() {
     let crd = serde_json::to_value(crd::crd()).unwrap();
-    let schema = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
-    let mut errors = Vec::new();
-    check_structural(schema, "", &mut errors);
-    assert!(errors.is_empty(), "not structural:\n{}", errors.join("\n"));
-    let spec = &schema["properties"]["spec"];
-    assert!(spec.get("x-kubernetes-preserve-unknown-fields").is_none(), "spec must not preserve unknown fields");
+    for version in crd["spec"]["versions"].as_array().unwrap() {
+        let schema = &version["schema"]["openAPIV3Schema"];
+        let mut errors = Vec::new();
+        check_structural(schema, "", &mut errors);
+        assert!(errors.is_empty(), "{} is not structural:\n{}", version["name"], errors.join("\n"));
+        let spec = &schema["properties"]["spec"];
+        assert!(spec.get("x-kubernetes-preserve-unknown-fields").is_none(), "spec must not preserve unknown fields");
+    }
 }
 
 #[test]
 fn crd_validates_device_and_counts() {
     let crd = serde_json::to_value(crd::crd()).unwrap();
-    let app = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["applications"]["additionalProperties"];
-    let device = &app["properties"]["readerConfig"]["properties"]["device"];
-    let allowed: Vec<&str> = device["enum"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
-    assert_eq!(allowed, ["cpu", "cuda"]);
-    assert_eq!(app["properties"]["replicaCount"]["minimum"], 0.0);
-    assert_eq!(app["properties"]["readerConfig"]["x-kubernetes-preserve-unknown-fields"], true);
+    for version in crd["spec"]["versions"].as_array().unwrap() {
+        let app = &version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["applications"]["additionalProperties"];
+        let device = &app["properties"]["readerConfig"]["properties"]["device"];
+        let allowed: Vec<&str> = device["enum"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+        assert_eq!(allowed, ["cpu", "cuda"]);
+        assert_eq!(app["properties"]["replicaCount"]["minimum"], 0.0);
+        assert_eq!(app["properties"]["readerConfig"]["x-kubernetes-preserve-unknown-fields"], true);
+    }
 }

@@ -195,13 +195,29 @@ proptest! {
     }
 }
 
-/// The same CR as `v1alpha2` (the template's hostile strings plus a models volume), through
-/// the `v1alpha2` chart.
+/// The same CR as `v1alpha2` (the template's hostile strings plus a models volume, and a
+/// model cache whose downloader takes some of them), through the `v1alpha2` chart.
 fn cr_v1alpha2_with(strings: &[String]) -> Value {
     let mut cr = cr_with(strings);
     cr["apiVersion"] = "models.titanml.co/v1alpha2".into();
     cr["spec"]["applicationTemplate"]["modelsVolume"] = serde_json::json!({"name": "models", "persistentVolumeClaim": {"claimName": "models"}});
+    cr["spec"]["applications"]["chat"]["modelCache"] = serde_json::json!({
+        "enabled": true,
+        "downloader": {"command": ["sh", "-c", strings[0]], "env": [{"name": "NOTE", "value": strings[1]}], "image": "example.com/downloader:v1"}
+    });
     cr
+}
+
+/// The shapes of a `v1alpha2` render with the model's revision (a hash of the hostile
+/// model name and downloader) left out of the names it is part of.
+fn shapes_v1alpha2(objects: &[RenderedObject]) -> Vec<(Kind, String, Value)> {
+    shapes(objects)
+        .into_iter()
+        .map(|(kind, name, shape)| match (kind, name.rsplit_once("-dl-")) {
+            (Kind::Job, Some((base, _))) => (kind, format!("{base}-dl-<revision>"), shape),
+            _ => (kind, name, shape),
+        })
+        .collect()
 }
 
 fn render_v1alpha2_value(cr: &Value) -> Vec<RenderedObject> {
@@ -213,7 +229,7 @@ fn render_v1alpha2_value(cr: &Value) -> Vec<RenderedObject> {
 
 fn baseline_v1alpha2_shapes() -> &'static Vec<(Kind, String, Value)> {
     static BASELINE: std::sync::OnceLock<Vec<(Kind, String, Value)>> = std::sync::OnceLock::new();
-    BASELINE.get_or_init(|| shapes(&render_v1alpha2_value(&cr_v1alpha2_with(&vec!["x".to_string(); slots()]))))
+    BASELINE.get_or_init(|| shapes_v1alpha2(&render_v1alpha2_value(&cr_v1alpha2_with(&vec!["x".to_string(); slots()]))))
 }
 
 proptest! {
@@ -223,7 +239,10 @@ proptest! {
     fn hostile_strings_never_change_v1alpha2_objects_or_shapes(strings in prop::collection::vec(hostile_string(), slots())) {
         let cr = cr_v1alpha2_with(&strings);
         let objects = render_v1alpha2_value(&cr);
-        prop_assert_eq!(&shapes(&objects), baseline_v1alpha2_shapes());
+        prop_assert_eq!(&shapes_v1alpha2(&objects), baseline_v1alpha2_shapes());
+        let job = &objects.iter().find(|o| o.kind == Kind::Job).unwrap().object["spec"]["template"]["spec"]["containers"][0];
+        prop_assert_eq!(&job["command"][2], &Value::from(strings[0].clone()));
+        prop_assert!(job["env"].as_array().unwrap().iter().any(|e| e["name"] == "NOTE" && e["value"] == strings[1].as_str()));
         let cm = &objects.iter().find(|o| o.kind == Kind::ConfigMap && o.name.ends_with("-chat")).unwrap().object;
         let config: Value = serde_yaml::from_str(cm["data"]["config.yaml"].as_str().unwrap()).unwrap();
         prop_assert_eq!(&config["takeoff"]["readers_config"]["chat"]["model_name"], &cr["spec"]["applications"]["chat"]["readerConfig"]["modelName"]);
@@ -268,9 +287,12 @@ proptest! {
 
 #[test]
 fn every_template_slot_is_a_string_field() {
-    // Guards the fixture: the X count equals the generated strings, and the benign render
-    // has all kinds the chart can render, so every template is exercised.
-    let objects = render_value(&cr_with(&vec!["x".to_string(); slots()]));
+    // Guards the fixture: the X count equals the generated strings, and the benign renders
+    // (v1alpha1 and v1alpha2) have all kinds the charts can render, so every template is
+    // exercised.
+    let benign = vec!["x".to_string(); slots()];
+    let mut objects = render_value(&cr_with(&benign));
+    objects.extend(render_v1alpha2_value(&cr_v1alpha2_with(&benign)));
     for kind in Kind::ALL {
         assert!(objects.iter().any(|o| o.kind == kind), "{kind:?} not rendered");
     }

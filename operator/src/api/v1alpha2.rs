@@ -4,10 +4,12 @@
 //! `v1alpha1` could only check in the operator written into the schema as CEL, so the API
 //! server refuses a bad CR at `kubectl apply` time.
 //!
-//! Not served yet: the CRD the operator ships serves `v1alpha1` only until `v1alpha2`
-//! renders (issue 13). What is here is proven on a real API server by
-//! `tests/crd_versions.rs`: the schema is accepted with its CEL cost, and bad CRs are
-//! refused naming their field.
+//! Beyond upstream, an application may keep its models in a cache: a PersistentVolumeClaim
+//! filled by a download Job before the application serves (see [`ModelCache`]), with the
+//! download's state in the status.
+//!
+//! Proven on a real API server by `tests/crd_versions.rs`: the schema is accepted with its
+//! CEL cost, and bad CRs are refused naming their field.
 
 use std::collections::BTreeMap;
 
@@ -18,7 +20,9 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub use super::v1alpha1::{Gateway, Image, ModelOrchestraStatus, ReaderConfig, Scaling, ServiceAccountValues};
+pub use super::v1alpha1::{Gateway, Image, ReaderConfig, Scaling, ServiceAccountValues};
+use k8s_openapi::api::core::v1::SecretKeySelector;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 pub const VERSION: &str = "v1alpha2";
 
@@ -106,7 +110,144 @@ component! {
         /// application's own replaces the template's whole (no merge); the default is a
         /// memory-backed emptyDir named `models`.
         pub models_volume: Volume,
+        /// A PersistentVolumeClaim for the models, filled by a download Job before the
+        /// application serves; when enabled it is the models volume.
+        pub model_cache: ModelCache,
     }
+}
+
+/// The model cache of an application: a PersistentVolumeClaim mounted at `/code/models`,
+/// filled by a download Job of `readerConfig.modelName`. The application's Deployment is
+/// held at zero replicas until the download of its current model succeeded. Merged key by
+/// key over `applicationTemplate.modelCache`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelCache {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// The claim's storage request, a quantity (`100Gi`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<String>,
+    /// Empty: the cluster's default StorageClass.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class_name: Option<String>,
+    /// `ReadWriteOnce` by default; `ReadWriteMany` lets replicas on several nodes share it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access_modes: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub downloader: Option<Downloader>,
+}
+
+/// The container that fills the cache. It gets `MODEL_NAME` (`readerConfig.modelName`),
+/// `MODELS_DIR` (`/code/models`) and, with `tokenSecret`, `HF_TOKEN`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Downloader {
+    /// A full image reference.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
+    /// More environment variables (the downloader's own win over the three above).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<Vec<EnvVar>>,
+    /// The Secret key holding a Hugging Face token, passed as `HF_TOKEN`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_secret: Option<SecretKeySelector>,
+    /// Retries of the download pod before the download is `Failed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub backoff_limit: Option<i32>,
+}
+
+/// Observed state of a ModelOrchestra (`v1alpha2`): `v1alpha1`'s, and each cached
+/// application's model.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelOrchestraStatus {
+    /// The `metadata.generation` this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Ready`, `Progressing` and `Degraded`.
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+    /// `<ready>/<total>` applications.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applications_ready: Option<String>,
+    /// Readiness per application (the gateway is not one).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub applications: BTreeMap<String, ApplicationStatus>,
+    /// In-cluster address of the gateway service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway_address: Option<String>,
+    /// Hash of the objects last applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied_hash: Option<String>,
+    /// Version of the operator that wrote this status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operator_version: Option<String>,
+    /// The last `models.titanml.co/refresh` request carried out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_refresh: Option<ModelRefresh>,
+}
+
+/// One application's readiness, and its model when cached.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplicationStatus {
+    pub ready_replicas: i32,
+    pub desired_replicas: i32,
+    pub ready: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<ModelStatus>,
+}
+
+/// Where an application's model download stands.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelStatus {
+    pub phase: ModelPhase,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// When the phase last changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<Time>,
+    /// The download Job of the model in the cache (or being put there).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub job: String,
+    /// The `models.titanml.co/refresh` value this model was last downloaded for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refresh: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum ModelPhase {
+    /// The download has not started (its Job or pod is being created, scheduled or pulled).
+    #[default]
+    Pending,
+    Downloading,
+    Ready,
+    Failed,
+}
+
+impl ModelPhase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModelPhase::Pending => "Pending",
+            ModelPhase::Downloading => "Downloading",
+            ModelPhase::Ready => "Ready",
+            ModelPhase::Failed => "Failed",
+        }
+    }
+}
+
+/// A refresh the operator carried out: the annotation's value and when every model it
+/// named was downloaded again.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelRefresh {
+    pub value: String,
+    pub completed_at: Time,
 }
 
 /// What `v1alpha2` adds to the values the renderer resolves: each application's models
@@ -117,6 +258,10 @@ pub struct ModelsVolumes {
     pub template: Option<Volume>,
     /// Each application's own `modelsVolume`.
     pub own: BTreeMap<String, Volume>,
+    /// `applicationTemplate.modelCache`.
+    pub cache_template: Option<ModelCache>,
+    /// Each application's own `modelCache`.
+    pub cache_own: BTreeMap<String, ModelCache>,
 }
 
 impl ModelsVolumes {
@@ -132,16 +277,20 @@ impl ModelOrchestraSpec {
     pub fn into_values(self) -> (super::v1alpha1::ModelOrchestraSpec, ModelsVolumes) {
         let mut models = ModelsVolumes::default();
         let template = self.application_template.map(|t| {
-            let (values, volume) = t.into_values();
+            let (values, volume, cache) = t.into_values();
             models.template = volume;
+            models.cache_template = cache;
             values
         });
         let applications = self.applications.map(|apps| {
             apps.into_iter()
                 .map(|(name, app)| {
-                    let (values, volume) = app.into_values();
+                    let (values, volume, cache) = app.into_values();
                     if let Some(volume) = volume {
                         models.own.insert(name.clone(), volume);
+                    }
+                    if let Some(cache) = cache {
+                        models.cache_own.insert(name.clone(), cache);
                     }
                     (name, values)
                 })
@@ -161,9 +310,9 @@ impl ModelOrchestraSpec {
 }
 
 impl Application {
-    /// The application as `v1alpha1` values, and its models volume. It has no Service or
-    /// Ingress: the chart renders none for applications, so none is carried.
-    pub fn into_values(self) -> (super::v1alpha1::Application, Option<Volume>) {
+    /// The application as `v1alpha1` values, its models volume and model cache. It has no
+    /// Service or Ingress: the chart renders none for applications, so none is carried.
+    pub fn into_values(self) -> (super::v1alpha1::Application, Option<Volume>, Option<ModelCache>) {
         let values = super::v1alpha1::Application {
             image: self.image,
             env: self.env,
@@ -186,6 +335,6 @@ impl Application {
             reader_config: self.reader_config,
             scaling: self.scaling,
         };
-        (values, self.models_volume)
+        (values, self.models_volume, self.model_cache)
     }
 }

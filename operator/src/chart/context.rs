@@ -100,7 +100,10 @@ struct ComponentContext<'a> {
     config_yaml: String,
     /// The volume mounted at `/code/models` (`v1alpha2` applications).
     #[serde(skip_serializing_if = "Option::is_none")]
-    models_volume: Option<&'a Volume>,
+    models_volume: Option<std::borrow::Cow<'a, Volume>>,
+    /// The claim and download Job of the application's model cache, when enabled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model_cache: Option<ModelCacheContext<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     replicas: Option<i32>,
     /// Ingress rules with the rules' defaults filled in, when the ingress is enabled.
@@ -116,6 +119,25 @@ struct ComponentContext<'a> {
 struct Meta {
     name: String,
     labels: BTreeMap<String, String>,
+}
+
+/// A model cache as the templates see it: its PersistentVolumeClaim and download Job.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ModelCacheContext<'a> {
+    claim: Meta,
+    job: Meta,
+    /// The download pod's labels: the release's, and the component `model-<application>`
+    /// (its pods are not the application's).
+    pod_labels: BTreeMap<String, String>,
+    size: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    storage_class_name: &'a str,
+    access_modes: &'a [String],
+    image: &'a str,
+    command: &'a [String],
+    env: Vec<EnvVar>,
+    backoff_limit: i32,
 }
 
 #[derive(Serialize)]
@@ -226,9 +248,14 @@ pub(super) struct Applications<'a> {
 }
 
 impl Applications<'_> {
-    /// The name of each application's objects, with its component.
+    /// The name of each application's objects (its model cache's included), with its
+    /// component.
     pub fn components(&self) -> impl Iterator<Item = (&str, Component)> {
-        self.contexts.iter().filter_map(|c| Some((c.name.as_str(), Component::Application(c.app?.to_string()))))
+        self.contexts.iter().flat_map(|c| {
+            let cache = c.model_cache.iter().flat_map(|m| [m.claim.name.as_str(), m.job.name.as_str()]);
+            let component = c.app.map(|app| Component::Application(app.to_string()));
+            std::iter::once(c.name.as_str()).chain(cache).filter_map(move |name| Some((name, component.clone()?)))
+        })
     }
 }
 
@@ -520,6 +547,7 @@ fn gateway_component<'a>(
         env,
         config_yaml: config,
         models_volume: None,
+        model_cache: None,
         replicas: Some(pod.replica_count),
         ingress: ingress(&pod.ingress, name, &pod.service.ports, field)?,
         scaler: None,
@@ -598,8 +626,20 @@ fn application_component<'a>(
     let config = fits(config_yaml(ctx.contract, server, Map::from_iter([(app.key.clone(), Value::Object(reader))])), &format!("{}.readerConfig", ctx.field))?;
 
     let pod = &app.pod;
-    let m = pod_metadata(common, &component, pod, &config);
+    let mut m = pod_metadata(common, &component, pod, &config);
     let (resources, tolerations) = gpu_rules(app);
+    let model_cache = match &app.model_cache {
+        Some(cache) => Some(model_cache(ctx, app, cache, common, &component)?),
+        None => None,
+    };
+    let models_volume = match &model_cache {
+        Some(cache) => {
+            m.pod_annotations.insert(MODEL_REVISION_LABEL.into(), cache.job.labels[MODEL_REVISION_LABEL].clone());
+            let claim = k8s_openapi::api::core::v1::PersistentVolumeClaimVolumeSource { claim_name: cache.claim.name.clone(), read_only: None };
+            Some(std::borrow::Cow::Owned(Volume { name: "models".into(), persistent_volume_claim: Some(claim), ..Default::default() }))
+        }
+        None => app.models_volume.as_ref().map(std::borrow::Cow::Borrowed),
+    };
 
     let scaler = if app.scaling.enabled {
         let target = app.scaling.metric_target.to_string();
@@ -625,11 +665,67 @@ fn application_component<'a>(
         pod_annotations: m.pod_annotations,
         image: image(&pod.image, app_version, "gpu"),
         env: application_env(&app.own_env, template_env, ctx.contract.required_application_env()),
-        models_volume: app.models_volume.as_ref(),
+        models_volume,
+        model_cache,
         config_yaml: config,
         ingress,
         scaler,
         values: pod_context(pod, resources, tolerations),
+    })
+}
+
+/// The label (on the download Job) and pod-template annotation (on the Deployment) naming
+/// the revision of an application's model: its name, the downloader and the refresh value,
+/// hashed. A new revision is a new Job, and rolls the application's pods.
+pub const MODEL_REVISION_LABEL: &str = "models.titanml.co/model-revision";
+/// Where the engine reads models, and the model cache is mounted.
+pub const MODELS_DIR: &str = "/code/models";
+
+/// The claim and download Job of an application's model cache.
+fn model_cache<'a>(
+    ctx: &AppContext,
+    app: &'a ApplicationValues,
+    cache: &'a super::resolve::ModelCacheSettings,
+    common: &BTreeMap<String, String>,
+    component: &str,
+) -> Result<ModelCacheContext<'a>, InputError> {
+    let field = format!("{}.modelCache", ctx.field);
+    let model = app.reader.model_name.clone().unwrap_or_default();
+    if model.is_empty() {
+        return Err(InputError::new(format!("{}.readerConfig.modelName", ctx.field), "a model cache downloads readerConfig.modelName: set it"));
+    }
+    let mut env = vec![env_var(("MODEL_NAME", &model)), env_var(("MODELS_DIR", MODELS_DIR))];
+    if let Some(secret) = &cache.token_secret {
+        let from = k8s_openapi::api::core::v1::EnvVarSource { secret_key_ref: Some(secret.clone()), ..Default::default() };
+        env.push(EnvVar { name: "HF_TOKEN".into(), value_from: Some(from), ..Default::default() });
+    }
+    // The downloader's own env wins over the three above.
+    env.retain(|e| !cache.env.iter().any(|own| own.name == e.name));
+    env.extend(cache.env.iter().cloned());
+    let identity = serde_json::json!([model, cache.image, cache.command, env, cache.refresh]);
+    let revision = hex_sha256(&identity.to_string())[..8].to_string();
+
+    let claim = format!("{}-{}-models", ctx.fullname, app.key);
+    let job = format!("{}-{}-dl-{revision}", ctx.fullname, app.key);
+    check_generated(&claim, &field)?;
+    check_generated(&job, &field)?;
+    let mut labels = common.clone();
+    labels.insert("app.kubernetes.io/component".into(), component.to_string());
+    let mut job_labels = labels.clone();
+    job_labels.insert(MODEL_REVISION_LABEL.into(), revision);
+    let mut pod_labels = common.clone();
+    pod_labels.insert("app.kubernetes.io/component".into(), format!("model-{}", app.key));
+    Ok(ModelCacheContext {
+        claim: Meta { name: claim, labels },
+        job: Meta { name: job, labels: job_labels },
+        pod_labels,
+        size: &cache.size,
+        storage_class_name: &cache.storage_class_name,
+        access_modes: &cache.access_modes,
+        image: &cache.image,
+        command: &cache.command,
+        env,
+        backoff_limit: cache.backoff_limit,
     })
 }
 

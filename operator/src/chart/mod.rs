@@ -69,8 +69,8 @@ pub struct Chart {
     pub contract: Contract,
     /// `values.yaml`, parsed once: the defaults every CR is merged over.
     defaults: ModelOrchestraSpec,
-    /// `applicationTemplate.modelsVolume` of `values.yaml` (`v1alpha2`).
-    default_models_volume: Option<k8s_openapi::api::core::v1::Volume>,
+    /// `applicationTemplate.modelsVolume` and `.modelCache` of `values.yaml` (`v1alpha2`).
+    default_models: crate::api::v1alpha2::ModelsVolumes,
     /// Template names in a fixed order (sorted by file name), partials excluded.
     templates: Vec<String>,
     registry: Handlebars<'static>,
@@ -136,7 +136,7 @@ impl Chart {
         metadata: ChartMetadata,
         contract: Contract,
         defaults: ModelOrchestraSpec,
-        default_models_volume: Option<k8s_openapi::api::core::v1::Volume>,
+        default_models: crate::api::v1alpha2::ModelsVolumes,
         files: Vec<(String, String)>,
         check_objects: bool,
     ) -> Result<Chart, RenderError> {
@@ -154,7 +154,7 @@ impl Chart {
         if templates.is_empty() {
             return Err(RenderError::chart("templates/", "no templates (*.hbs) found"));
         }
-        Ok(Chart { metadata, contract, defaults, default_models_volume, templates, registry, check_objects })
+        Ok(Chart { metadata, contract, defaults, default_models, templates, registry, check_objects })
     }
 }
 
@@ -165,7 +165,7 @@ fn contract_of(metadata: &ChartMetadata) -> Result<Contract, RenderError> {
 /// `values.yaml` as the renderer's defaults, read as the contract's version. `checked`: it
 /// must itself satisfy the values contract (strictly, no unknown field), and give every
 /// value a default (a value left out would have nothing to fall back on).
-fn defaults(contract: Contract, values: &Value, checked: bool) -> Result<(ModelOrchestraSpec, Option<k8s_openapi::api::core::v1::Volume>), RenderError> {
+fn defaults(contract: Contract, values: &Value, checked: bool) -> Result<(ModelOrchestraSpec, crate::api::v1alpha2::ModelsVolumes), RenderError> {
     let in_values = |e: crate::error::InputError| RenderError::chart("values.yaml", e);
     let json_error = |e: serde_json::Error| RenderError::chart("values.yaml", e);
     let (mut defaults, models) = match contract {
@@ -175,7 +175,7 @@ fn defaults(contract: Contract, values: &Value, checked: bool) -> Result<(ModelO
             } else {
                 serde_json::from_value(values.clone()).map_err(json_error)?
             };
-            (spec, None)
+            (spec, Default::default())
         }
         Contract::V1alpha2 => {
             let spec: crate::api::v1alpha2::ModelOrchestraSpec = if checked {
@@ -183,8 +183,7 @@ fn defaults(contract: Contract, values: &Value, checked: bool) -> Result<(ModelO
             } else {
                 serde_json::from_value(values.clone()).map_err(json_error)?
             };
-            let (spec, models) = spec.into_values();
-            (spec, models.template)
+            spec.into_values()
         }
     };
     if !contract.applications_have_network() {
@@ -203,8 +202,11 @@ fn defaults(contract: Contract, values: &Value, checked: bool) -> Result<(ModelO
     if checked {
         let probe = ModelOrchestraSpec { applications: Some([("probe".to_string(), Default::default())].into()), ..Default::default() };
         resolve::resolve(&defaults, &probe)?;
-        if contract == Contract::V1alpha2 && models.is_none() {
-            return Err(RenderError::chart("values.yaml", "applicationTemplate.modelsVolume needs a default"));
+        if contract == Contract::V1alpha2 {
+            if models.template.is_none() {
+                return Err(RenderError::chart("values.yaml", "applicationTemplate.modelsVolume needs a default"));
+            }
+            resolve::model_cache(models.cache_template.as_ref(), None).map_err(|e| RenderError::chart("values.yaml", e))?;
         }
     }
     Ok((defaults, models))

@@ -79,12 +79,26 @@ impl Chart {
 
     /// Renders a `v1alpha2` ModelOrchestra (with the `v1alpha2` chart).
     pub fn render_v1alpha2(&self, release: &str, namespace: &str, spec: &crate::api::v1alpha2::ModelOrchestraSpec) -> Result<Vec<RenderedObject>, RenderError> {
+        self.render_v1alpha2_refreshed(release, namespace, spec, &std::collections::BTreeMap::new())
+    }
+
+    /// Renders a `v1alpha2` ModelOrchestra whose cached models are downloaded for the
+    /// given refresh value per application (see `reconcile::model::refresh_values`).
+    pub fn render_v1alpha2_refreshed(
+        &self,
+        release: &str,
+        namespace: &str,
+        spec: &crate::api::v1alpha2::ModelOrchestraSpec,
+        refresh: &std::collections::BTreeMap<String, String>,
+    ) -> Result<Vec<RenderedObject>, RenderError> {
         self.expect_contract(super::Contract::V1alpha2)?;
         let (spec, mut models) = spec.clone().into_values();
         if models.template.is_none() {
-            models.template = self.default_models_volume.clone();
+            models.template = self.default_models.template.clone();
         }
-        self.render_values(release, namespace, &spec, Some(&models))
+        let defaults = self.default_models.cache_template.clone().unwrap_or_default();
+        models.cache_template = Some(super::resolve::merge_model_cache(&defaults, &models.cache_template.unwrap_or_default()));
+        self.render_values(release, namespace, &spec, Some((&models, refresh)))
     }
 
     fn expect_contract(&self, version: super::Contract) -> Result<(), RenderError> {
@@ -102,12 +116,16 @@ impl Chart {
         release: &str,
         namespace: &str,
         spec: &ModelOrchestraSpec,
-        models: Option<&crate::api::v1alpha2::ModelsVolumes>,
+        models: Option<(&crate::api::v1alpha2::ModelsVolumes, &std::collections::BTreeMap<String, String>)>,
     ) -> Result<Vec<RenderedObject>, RenderError> {
         let mut values = super::resolve::resolve(&self.defaults, spec)?;
-        if let Some(models) = models {
+        if let Some((models, refresh)) = models {
             for app in &mut values.applications {
                 app.models_volume = models.of(&app.key).cloned();
+                app.model_cache = super::resolve::model_cache(models.cache_template.as_ref(), models.cache_own.get(&app.key))?;
+                if let Some(cache) = &mut app.model_cache {
+                    cache.refresh = refresh.get(&app.key).cloned().unwrap_or_default();
+                }
             }
         }
         crate::validate::resolved(&values, spec, self.contract)?;

@@ -12,6 +12,7 @@ use k8s_openapi::api::core::v1::{
 };
 
 use super::merge::Merge;
+use crate::api::v1alpha2::{Downloader, ModelCache};
 use crate::api::{
     Application, Device, Gateway, GatewayConfig, IngressHost, IngressTls, ModelOrchestraSpec, PullPolicy, ReaderConfig, ScalingSpec, ServiceType,
 };
@@ -110,6 +111,64 @@ pub struct ApplicationValues {
     pub scaling: ScalingSettings,
     /// The volume mounted at `/code/models` (`v1alpha2`; set by the renderer).
     pub models_volume: Option<k8s_openapi::api::core::v1::Volume>,
+    /// The model cache, when enabled (`v1alpha2`; set by the renderer).
+    pub model_cache: Option<ModelCacheSettings>,
+}
+
+/// An enabled model cache, resolved: `values.yaml` ← `applicationTemplate.modelCache` ←
+/// the application's own, key by key.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelCacheSettings {
+    pub size: String,
+    /// Empty: the cluster's default StorageClass.
+    pub storage_class_name: String,
+    pub access_modes: Vec<String>,
+    pub image: String,
+    pub command: Vec<String>,
+    pub env: Vec<EnvVar>,
+    pub token_secret: Option<k8s_openapi::api::core::v1::SecretKeySelector>,
+    pub backoff_limit: i32,
+    /// The `models.titanml.co/refresh` value the model is downloaded for ("" if none).
+    pub refresh: String,
+}
+
+/// `over`'s fields where set, else `base`'s (the downloader likewise, key by key).
+pub fn merge_model_cache(base: &ModelCache, over: &ModelCache) -> ModelCache {
+    let (b, o) = (base.downloader.clone().unwrap_or_default(), over.downloader.clone().unwrap_or_default());
+    let downloader = Downloader {
+        image: o.image.or(b.image),
+        command: o.command.or(b.command),
+        env: o.env.or(b.env),
+        token_secret: o.token_secret.or(b.token_secret),
+        backoff_limit: o.backoff_limit.or(b.backoff_limit),
+    };
+    ModelCache {
+        enabled: over.enabled.or(base.enabled),
+        size: over.size.clone().or_else(|| base.size.clone()),
+        storage_class_name: over.storage_class_name.clone().or_else(|| base.storage_class_name.clone()),
+        access_modes: over.access_modes.clone().or_else(|| base.access_modes.clone()),
+        downloader: Some(downloader),
+    }
+}
+
+/// The model cache of `app` (`template` already merged over `values.yaml`'s), when enabled.
+/// Every value is required, so a missing default is found when the chart loads.
+pub fn model_cache(template: Option<&ModelCache>, own: Option<&ModelCache>) -> Result<Option<ModelCacheSettings>, RenderError> {
+    let merged = merge_model_cache(template.unwrap_or(&ModelCache::default()), own.unwrap_or(&ModelCache::default()));
+    let at = "applicationTemplate.modelCache";
+    let d = merged.downloader.unwrap_or_default();
+    let settings = ModelCacheSettings {
+        size: required(merged.size, &format!("{at}.size"))?,
+        storage_class_name: required(merged.storage_class_name, &format!("{at}.storageClassName"))?,
+        access_modes: required(merged.access_modes, &format!("{at}.accessModes"))?,
+        image: required(d.image, &format!("{at}.downloader.image"))?,
+        command: required(d.command, &format!("{at}.downloader.command"))?,
+        env: required(d.env, &format!("{at}.downloader.env"))?,
+        token_secret: d.token_secret,
+        backoff_limit: required(d.backoff_limit, &format!("{at}.downloader.backoffLimit"))?,
+        refresh: String::new(),
+    };
+    Ok(required(merged.enabled, &format!("{at}.enabled"))?.then_some(settings))
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -243,6 +302,7 @@ fn resolve_application(template: &Application, key: String, own: Application) ->
             spec: required(scaling.spec, "applicationTemplate.scaling.spec")?,
         },
         models_volume: None,
+        model_cache: None,
     })
 }
 

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use futures::stream::BoxStream;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ApiResource, DynamicObject, PartialObjectMeta};
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -38,6 +39,7 @@ pub struct CachedChild {
 pub struct Caches {
     metadata: BTreeMap<Kind, Store<PartialObjectMeta<DynamicObject>>>,
     deployments: Store<Deployment>,
+    jobs: Store<Job>,
 }
 
 fn config() -> watcher::Config {
@@ -54,16 +56,48 @@ fn metadata_api(client: &Client, ns: Option<&str>, ar: &ApiResource) -> Api<Part
 
 pub type MetadataStream = BoxStream<'static, Result<PartialObjectMeta<DynamicObject>, watcher::Error>>;
 pub type DeploymentStream = BoxStream<'static, Result<Deployment, watcher::Error>>;
+pub type JobStream = BoxStream<'static, Result<Job, watcher::Error>>;
+
+/// The streams that feed the caches, to be polled by the controller as owner triggers.
+pub struct Streams {
+    pub metadata: Vec<(ApiResource, MetadataStream)>,
+    pub deployments: Option<DeploymentStream>,
+    pub jobs: Option<JobStream>,
+}
 
 /// Starts the watches of every kind in `kinds` (in `namespace`, or everywhere): the caches
-/// and the streams that feed them (to be polled by the controller as owner triggers).
-pub fn watch(client: &Client, namespace: Option<&str>, kinds: &[Kind]) -> (Caches, Vec<(ApiResource, MetadataStream)>, Option<DeploymentStream>) {
+/// and the streams that feed them.
+pub fn watch(client: &Client, namespace: Option<&str>, kinds: &[Kind]) -> (Caches, Streams) {
     let mut metadata = BTreeMap::new();
     let mut streams = Vec::new();
     let (deployments, writer) = reflector::store::<Deployment>();
     let mut deploy_writer = Some(writer);
     let mut deploy_stream = None;
+    let (jobs, job_writer) = reflector::store::<Job>();
+    let mut job_writer = Some(job_writer);
+    let mut job_stream = None;
     for &kind in kinds {
+        if kind == Kind::Job {
+            let Some(writer) = job_writer.take() else {
+                continue;
+            };
+            let api: Api<Job> = match namespace {
+                Some(ns) => Api::namespaced(client.clone(), ns),
+                None => Api::all(client.clone()),
+            };
+            let s = watcher(api, config())
+                .default_backoff()
+                .modify(|j: &mut Job| {
+                    slim(&mut j.metadata);
+                    // The download's state is in the status; the pod template is the bulk.
+                    j.spec = None;
+                })
+                .reflect(writer)
+                .touched_objects()
+                .boxed();
+            job_stream = Some(s);
+            continue;
+        }
         if kind == Kind::Deployment {
             let Some(writer) = deploy_writer.take() else {
                 continue;
@@ -101,7 +135,7 @@ pub fn watch(client: &Client, namespace: Option<&str>, kinds: &[Kind]) -> (Cache
             .boxed();
         streams.push((ar, s));
     }
-    (Caches { metadata, deployments }, streams, deploy_stream)
+    (Caches { metadata, deployments, jobs }, Streams { metadata: streams, deployments: deploy_stream, jobs: job_stream })
 }
 
 /// Keeps only what pruning, drift checks and routing of events need: name, namespace,
@@ -126,6 +160,7 @@ impl Caches {
             let _ = store.wait_until_ready().await;
         }
         let _ = self.deployments.wait_until_ready().await;
+        let _ = self.jobs.wait_until_ready().await;
     }
 
     /// The children of the CR `owner` in `namespace`, by the owner label.
@@ -142,7 +177,15 @@ impl Caches {
         for d in self.deployments.state().iter().filter(|d| mine(&d.metadata)) {
             out.push(cached(Kind::Deployment, &d.metadata));
         }
+        for j in self.jobs.state().iter().filter(|j| mine(&j.metadata)) {
+            out.push(cached(Kind::Job, &j.metadata));
+        }
         out
+    }
+
+    /// One cached download Job (its status; no spec).
+    pub fn job(&self, namespace: &str, name: &str) -> Option<Arc<Job>> {
+        self.jobs.get(&ObjectRef::new(name).within(namespace))
     }
 
     /// One cached Deployment.
@@ -156,6 +199,9 @@ impl Caches {
     pub fn version(&self, kind: Kind, namespace: &str, name: &str) -> Option<String> {
         if kind == Kind::Deployment {
             return self.deployment(namespace, name)?.metadata.generation.map(|g| g.to_string());
+        }
+        if kind == Kind::Job {
+            return self.job(namespace, name)?.metadata.resource_version.clone();
         }
         let store = self.metadata.get(&kind)?;
         let key = ObjectRef::new_with(name, api_resource(kind)).within(namespace);

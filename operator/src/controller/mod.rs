@@ -107,7 +107,7 @@ pub async fn run(
         tracing::warn!(?missing, "optional kinds are not served; CRs that need them report ApplyFailed");
     }
     let namespace = settings.namespace.as_deref();
-    let (caches, meta_streams, deploy_stream) = children::watch(&client, namespace, &served);
+    let (caches, streams) = children::watch(&client, namespace, &served);
     let (pods, pod_stream) = pods::watch(&client, namespace);
     let recorder = Recorder::new(client.clone(), Reporter { controller: "model-orchestra-operator".into(), instance: Some(settings.identity.clone()) });
     let reconcile_settings = ReconcileSettings {
@@ -149,10 +149,13 @@ pub async fn run(
         .applied_objects();
     let mut controller = Controller::for_stream_with(cr_stream, reader, ar.clone())
         .with_config(ControllerConfig::default().concurrency(settings.concurrency).debounce(Duration::from_millis(200)));
-    for (child, stream) in meta_streams {
+    for (child, stream) in streams.metadata {
         controller = controller.owns_stream_with(stream, child);
     }
-    if let Some(stream) = deploy_stream {
+    if let Some(stream) = streams.deployments {
+        controller = controller.owns_stream(stream);
+    }
+    if let Some(stream) = streams.jobs {
         controller = controller.owns_stream(stream);
     }
     // A pod's labels name its release (the CR): its problems go to that CR's status.

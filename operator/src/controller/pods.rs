@@ -105,6 +105,23 @@ impl Pods {
             .map(|(_, problem)| problem)
     }
 
+    /// The newest pod of the model download of `application` (component
+    /// `model-<application>`) of the release `release` in `namespace`.
+    pub fn download_pod(&self, namespace: &str, release: &str, application: &str) -> Option<Pod> {
+        let label = format!("model-{application}");
+        self.store
+            .state()
+            .into_iter()
+            .filter(|p| {
+                let labels = p.metadata.labels.as_ref();
+                p.metadata.namespace.as_deref() == Some(namespace)
+                    && labels.and_then(|l| l.get(INSTANCE_LABEL)).map(String::as_str) == Some(release)
+                    && labels.and_then(|l| l.get(COMPONENT_LABEL)) == Some(&label)
+            })
+            .max_by(|a, b| newness(a).cmp(&newness(b)))
+            .map(|p| (*p).clone())
+    }
+
     /// The release (CR name) and namespace a cached pod belongs to.
     pub fn owner(pod: &Pod) -> Option<(String, String)> {
         let release = pod.metadata.labels.as_ref()?.get(INSTANCE_LABEL)?.clone();

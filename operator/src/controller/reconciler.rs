@@ -18,7 +18,8 @@ use serde_json::json;
 
 use super::children::{api_resource, Caches};
 use super::pods::Pods;
-use crate::api::{ModelOrchestraStatus, GROUP, KIND, VERSION};
+use crate::api::v1alpha2::ModelOrchestraStatus;
+use crate::api::{GROUP, KIND, VERSION};
 use crate::chart::{Chart, Component};
 use crate::error::RenderError;
 use crate::kinds::Kind;
@@ -26,6 +27,7 @@ use crate::operations::metrics::Metrics;
 use crate::reconcile::backoff::{Backoff, Retry};
 use crate::reconcile::condition::{ConditionType, Reason};
 use crate::reconcile::drift::{combine, drift, Drift};
+use crate::reconcile::model::{self, Download};
 use crate::reconcile::plan::{self, ApplyPlan, Owner, PlannedObject, FIELD_MANAGER};
 use crate::reconcile::routing::{self, is_routed_here};
 use crate::reconcile::status::{self, deployment_readiness, Health, Observed, Outcome, Report};
@@ -114,6 +116,10 @@ impl Context {
 struct AppliedState {
     uid: String,
     generation: Option<i64>,
+    /// The CR's refresh annotation (it changes the render, not the generation).
+    refresh_annotation: Option<String>,
+    /// The refresh value each cached application's model is downloaded for.
+    refresh: BTreeMap<String, String>,
     hash: String,
     objects: Vec<Planned>,
     at: Instant,
@@ -239,6 +245,8 @@ struct Cr<'a> {
     uid: String,
     generation: Option<i64>,
     previous: ModelOrchestraStatus,
+    /// `models.titanml.co/refresh`.
+    refresh_annotation: Option<String>,
 }
 
 impl<'a> Cr<'a> {
@@ -251,6 +259,7 @@ impl<'a> Cr<'a> {
             uid: obj.uid().unwrap_or_default(),
             generation: obj.metadata.generation,
             previous: obj.data.get("status").and_then(|s| serde_json::from_value(s.clone()).ok()).unwrap_or_default(),
+            refresh_annotation: obj.annotations().get(model::REFRESH_ANNOTATION).cloned(),
         }
     }
 
@@ -298,7 +307,7 @@ pub fn error_policy(obj: Arc<DynamicObject>, err: &ReconcileError, ctx: Arc<Cont
 async fn reconcile_routed(cr: &Cr<'_>, ctx: &Context) -> Result<Action, ReconcileError> {
     match since_last_apply(cr, ctx) {
         SinceLastApply::Unchanged(state) => {
-            let observed = observe(ctx, cr, &state.objects, &BTreeMap::new());
+            let observed = observe(ctx, cr, &state.objects, &BTreeMap::new(), &state.refresh);
             return report_applied(ctx, cr, observed, state.hash).await;
         }
         // The watch event that brings the cache up to date reconciles again; the requeue
@@ -306,7 +315,7 @@ async fn reconcile_routed(cr: &Cr<'_>, ctx: &Context) -> Result<Action, Reconcil
         SinceLastApply::CacheBehind => return Ok(Action::requeue(Duration::from_secs(1))),
         SinceLastApply::Changed => {}
     }
-    let plan = render_and_plan(cr, ctx)?;
+    let (plan, refresh) = render_and_plan(cr, ctx)?;
     dry_run(ctx, cr, &plan).await?;
     let applied = apply(ctx, cr, &plan).await?;
     prune(ctx, cr, &plan).await?;
@@ -316,8 +325,17 @@ async fn reconcile_routed(cr: &Cr<'_>, ctx: &Context) -> Result<Action, Reconcil
         .filter_map(|(o, a)| Some((o.name.clone(), serde_json::to_value(a).and_then(serde_json::from_value).ok()?)))
         .collect();
     let objects: Vec<Planned> = applied.iter().map(|(o, a)| planned(o, a)).collect();
-    let observed = observe(ctx, cr, &objects, &deployments);
-    ctx.remember(cr.key.clone(), AppliedState { uid: cr.uid.clone(), generation: cr.generation, hash: plan.hash.clone(), objects, at: Instant::now() });
+    let observed = observe(ctx, cr, &objects, &deployments, &refresh);
+    let state = AppliedState {
+        uid: cr.uid.clone(),
+        generation: cr.generation,
+        refresh_annotation: cr.refresh_annotation.clone(),
+        refresh,
+        hash: plan.hash.clone(),
+        objects,
+        at: Instant::now(),
+    };
+    ctx.remember(cr.key.clone(), state);
     report_applied(ctx, cr, observed, plan.hash).await
 }
 
@@ -336,7 +354,7 @@ fn since_last_apply(cr: &Cr, ctx: &Context) -> SinceLastApply {
     // Not the CR's status.appliedHash: the cached CR often lags behind the status this
     // operator just wrote, and reading that as a change re-applied a third of the CRs of the
     // benchmark. The memory is what was applied; report_applied repairs the status.
-    let same_spec = state.uid == cr.uid && state.generation == cr.generation;
+    let same_spec = state.uid == cr.uid && state.generation == cr.generation && state.refresh_annotation == cr.refresh_annotation;
     if !same_spec {
         return SinceLastApply::Changed;
     }
@@ -350,21 +368,42 @@ fn since_last_apply(cr: &Cr, ctx: &Context) -> SinceLastApply {
 }
 
 /// Parses the CR strictly, renders every object and plans the apply: all before anything
-/// touches the cluster.
-fn render_and_plan(cr: &Cr, ctx: &Context) -> Result<ApplyPlan, ReconcileError> {
+/// touches the cluster. Applications whose model is not in their cache yet are held at
+/// zero replicas. Returns the plan and the refresh value each model is downloaded for.
+fn render_and_plan(cr: &Cr, ctx: &Context) -> Result<(ApplyPlan, BTreeMap<String, String>), ReconcileError> {
     let value = serde_json::to_value(cr.obj).expect("objects serialise");
     // The watch is at the version this line serves (its chart's), so that is what arrives.
-    let rendered = match crate::input::versioned_from_value(&value).map_err(RenderError::from)? {
-        crate::input::Versioned::V1alpha1(mo) => crate::render(&ctx.chart, &mo, &cr.namespace)?,
-        crate::input::Versioned::V1alpha2(mo) => crate::render_v1alpha2(&ctx.chart, &mo, &cr.namespace)?,
+    let (mut rendered, refresh) = match crate::input::versioned_from_value(&value).map_err(RenderError::from)? {
+        crate::input::Versioned::V1alpha1(mo) => (crate::render(&ctx.chart, &mo, &cr.namespace)?, BTreeMap::new()),
+        crate::input::Versioned::V1alpha2(mo) => {
+            let apps: Vec<&str> = mo.spec.applications.iter().flatten().map(|(k, _)| k.as_str()).collect();
+            let refresh = model::refresh_values(cr.refresh_annotation.as_deref(), &apps, &cr.previous);
+            (ctx.chart.render_v1alpha2_refreshed(&cr.name, &cr.namespace, &mo.spec, &refresh)?, refresh)
+        }
     };
+    let downloads = downloads(ctx, cr, &model::download_jobs(&rendered), &refresh);
+    let waiting: std::collections::BTreeSet<String> =
+        downloads.iter().filter(|(_, d)| d.phase != crate::api::v1alpha2::ModelPhase::Ready).map(|(app, _)| app.clone()).collect();
+    model::hold(&mut rendered, &waiting);
     let plan = plan::plan(&cr.owner(ctx.cr_resource().api_version), rendered);
     let unserved: Vec<String> =
         plan.objects.iter().filter(|o| !ctx.served.contains(&o.kind)).map(|o| format!("{} ({})", o.kind.kind(), o.kind.api_version())).collect();
     if !unserved.is_empty() {
         return Err(ReconcileError::Unserved(unserved.join(", ")));
     }
-    Ok(plan)
+    Ok((plan, refresh))
+}
+
+/// Where each cached application's download stands (`jobs`: application → its Job).
+fn downloads(ctx: &Context, cr: &Cr, jobs: &BTreeMap<String, String>, refresh: &BTreeMap<String, String>) -> BTreeMap<String, Download> {
+    jobs.iter()
+        .map(|(app, job)| {
+            let cached = ctx.caches.job(&cr.namespace, job);
+            let pod = ctx.pods.download_pod(&cr.namespace, &cr.name, app);
+            let (phase, message) = model::download_state(job, cached.as_deref(), pod.as_ref());
+            (app.clone(), Download { job: job.clone(), phase, message, refresh: refresh.get(app).cloned() })
+        })
+        .collect()
 }
 
 /// Server-side applies one object (as a dry run, or for real).
@@ -432,8 +471,16 @@ fn planned(o: &PlannedObject, applied: &DynamicObject) -> Planned {
 
 /// Readiness per component, from the Deployments just applied (their response carries
 /// status) or the cache, with the pods' problems; and the gateway Service's address.
-fn observe(ctx: &Context, cr: &Cr, objects: &[Planned], fresh: &BTreeMap<String, Deployment>) -> Observed {
-    let mut observed = Observed::default();
+fn observe(ctx: &Context, cr: &Cr, objects: &[Planned], fresh: &BTreeMap<String, Deployment>, refresh: &BTreeMap<String, String>) -> Observed {
+    let jobs: BTreeMap<String, String> = objects
+        .iter()
+        .filter(|o| o.kind == Kind::Job)
+        .filter_map(|o| match &o.component {
+            Component::Application(app) => Some((app.clone(), o.name.clone())),
+            _ => None,
+        })
+        .collect();
+    let mut observed = Observed { models: downloads(ctx, cr, &jobs, refresh), refresh: cr.refresh_annotation.clone(), ..Default::default() };
     for o in objects {
         match (o.kind, &o.component) {
             (Kind::Deployment, component) => {
@@ -460,7 +507,7 @@ fn observe(ctx: &Context, cr: &Cr, objects: &[Planned], fresh: &BTreeMap<String,
 
 /// Writes the status of a CR whose objects are all applied (if it changed).
 async fn report_applied(ctx: &Context, cr: &Cr<'_>, observed: Observed, hash: String) -> Result<Action, ReconcileError> {
-    write_status(ctx, cr, &Outcome::Applied { observed, hash }).await.map_err(ReconcileError::Status)?;
+    write_status(ctx, cr, &Outcome::Applied { observed: Box::new(observed), hash }).await.map_err(ReconcileError::Status)?;
     Ok(Action::requeue(ctx.settings.resync))
 }
 

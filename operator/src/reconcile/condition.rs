@@ -37,6 +37,9 @@ pub enum Reason {
     ApplicationsNotReady,
     /// Applied; a component's pods cannot be placed on any node (the scheduler's message).
     Unschedulable,
+    /// An application's model download failed (its Job's and pod's message); nothing else
+    /// is torn down.
+    ModelDownloadFailed,
     /// The spec fails the operator's own validation: nothing applied or pruned.
     RenderFailed,
     /// The API server refused an object in a dry run (schema, admission policy): nothing
@@ -59,6 +62,7 @@ impl Reason {
             Reason::AsExpected => "AsExpected",
             Reason::ApplicationsNotReady => "ApplicationsNotReady",
             Reason::Unschedulable => "Unschedulable",
+            Reason::ModelDownloadFailed => "ModelDownloadFailed",
             Reason::RenderFailed => "RenderFailed",
             Reason::Invalid => "Invalid",
             Reason::Forbidden => "Forbidden",

@@ -5,6 +5,7 @@
 pub(crate) mod backoff;
 pub(crate) mod condition;
 pub(crate) mod drift;
+pub mod model;
 pub(crate) mod plan;
 pub mod routing;
 pub(crate) mod status;

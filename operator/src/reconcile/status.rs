@@ -9,13 +9,16 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use super::condition::{ConditionType, Reason};
-use crate::api::{ApplicationStatus, ModelOrchestraStatus};
+use super::model::{refresh_done, Download};
+// v1alpha2's status is v1alpha1's plus each model and the last refresh: a v1alpha1 line
+// leaves those out, so it writes exactly the v1alpha1 status.
+use crate::api::v1alpha2::{ApplicationStatus, ModelOrchestraStatus, ModelPhase, ModelRefresh, ModelStatus};
 
 /// How far the reconcile got.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
     /// Every object is applied; what the cluster says about them.
-    Applied { observed: Observed, hash: String },
+    Applied { observed: Box<Observed>, hash: String },
     /// The spec fails the operator's validation: nothing was applied or pruned.
     RenderFailed(String),
     /// The API server refused an object in the dry run (`Invalid` or `Forbidden`):
@@ -47,6 +50,10 @@ pub struct Observed {
     pub gateway: Health,
     pub applications: BTreeMap<String, Health>,
     pub gateway_address: Option<String>,
+    /// The download of each cached application's model.
+    pub models: BTreeMap<String, Download>,
+    /// The CR's `models.titanml.co/refresh` annotation.
+    pub refresh: Option<String>,
 }
 
 /// Readiness of one component from its Deployment (replicas may be owned by an autoscaler,
@@ -60,7 +67,7 @@ pub fn deployment_readiness(d: Option<&Deployment>) -> ApplicationStatus {
     let ready_replicas = status.ready_replicas.unwrap_or(0);
     let current = status.observed_generation.unwrap_or(0) >= d.metadata.generation.unwrap_or(0);
     let updated = status.updated_replicas.unwrap_or(0) >= desired;
-    ApplicationStatus { ready_replicas, desired_replicas: desired, ready: current && updated && ready_replicas >= desired }
+    ApplicationStatus { ready_replicas, desired_replicas: desired, ready: current && updated && ready_replicas >= desired, model: None }
 }
 
 /// Everything the next status depends on.
@@ -84,9 +91,21 @@ fn verdicts(outcome: &Outcome) -> [Verdict; 3] {
         Outcome::Refused { reason, message: m } => [(false, *reason, m.clone()), (false, *reason, m.clone()), (true, *reason, m.clone())],
         Outcome::ApplyFailed(m) => [(false, Reason::ApplyFailed, m.clone()), (true, Reason::Retrying, m.clone()), (true, Reason::ApplyFailed, m.clone())],
         Outcome::Applied { observed, .. } => {
+            let failed: Vec<String> =
+                observed.models.iter().filter(|(_, d)| d.phase == ModelPhase::Failed).map(|(app, d)| format!("{app}: {}", d.message)).collect();
+            if !failed.is_empty() {
+                let m = format!("model download failed: {}", failed.join("; "));
+                return [
+                    (false, Reason::ModelDownloadFailed, m.clone()),
+                    (false, Reason::ModelDownloadFailed, m.clone()),
+                    (true, Reason::ModelDownloadFailed, m),
+                ];
+            }
+            let model_waiting = |app: &str| observed.models.get(app).filter(|d| d.phase != ModelPhase::Ready);
+            let app_ready = |app: &str, h: &Health| h.replicas.ready && model_waiting(app).is_none();
             let components = std::iter::once(("gateway", &observed.gateway)).chain(observed.applications.iter().map(|(k, v)| (k.as_str(), v)));
-            let waiting: Vec<(&str, &Health)> = components.filter(|(_, h)| !h.replicas.ready).collect();
-            let ready_apps = observed.applications.values().filter(|h| h.replicas.ready).count();
+            let waiting: Vec<(&str, &Health)> = components.filter(|(name, h)| !app_ready(name, h)).collect();
+            let ready_apps = observed.applications.iter().filter(|(k, h)| app_ready(k, h)).count();
             let fine = (false, Reason::AsExpected, "all objects applied".to_string());
             if waiting.is_empty() {
                 let m = format!("{ready_apps}/{} applications and the gateway are ready", observed.applications.len());
@@ -100,9 +119,10 @@ fn verdicts(outcome: &Outcome) -> [Verdict; 3] {
             }
             let described: Vec<String> = waiting
                 .iter()
-                .map(|(name, h)| match &h.problem {
-                    Some(p) => format!("{name} ({})", p.message),
-                    None => name.to_string(),
+                .map(|(name, h)| match (model_waiting(name), &h.problem) {
+                    (Some(d), _) => format!("{name} (model {}: {})", d.phase.as_str(), d.message),
+                    (None, Some(p)) => format!("{name} ({})", p.message),
+                    (None, None) => name.to_string(),
                 })
                 .collect();
             let m = format!("waiting for {}", described.join(", "));
@@ -136,13 +156,36 @@ pub fn next_status(r: &Report) -> ModelOrchestraStatus {
     let mut next =
         ModelOrchestraStatus { observed_generation: r.generation, conditions, operator_version: Some(r.operator_version.into()), ..r.previous.clone() };
     if let Outcome::Applied { observed, hash } = r.outcome {
-        let apps: BTreeMap<String, ApplicationStatus> = observed.applications.iter().map(|(k, h)| (k.clone(), h.replicas.clone())).collect();
+        let apps: BTreeMap<String, ApplicationStatus> = observed
+            .applications
+            .iter()
+            .map(|(k, h)| {
+                let model = observed.models.get(k).map(|d| model_status(r.previous.applications.get(k).and_then(|a| a.model.as_ref()), d, r.now));
+                let ready = h.replicas.ready && model.as_ref().is_none_or(|m| m.phase == ModelPhase::Ready);
+                (k.clone(), ApplicationStatus { ready, model, ..h.replicas.clone() })
+            })
+            .collect();
         next.applications_ready = Some(format!("{}/{}", apps.values().filter(|a| a.ready).count(), apps.len()));
+        if let Some(value) = observed.refresh.as_deref() {
+            let new = r.previous.model_refresh.as_ref().is_none_or(|done| done.value != value);
+            if new && refresh_done(value, &observed.models) {
+                next.model_refresh = Some(ModelRefresh { value: value.to_string(), completed_at: r.now.clone() });
+            }
+        }
         next.applications = apps;
         next.gateway_address = observed.gateway_address.clone();
         next.applied_hash = Some(hash.clone());
     }
     next
+}
+
+/// A model's status: `since` moves only when the phase changes.
+fn model_status(previous: Option<&ModelStatus>, d: &Download, now: &Time) -> ModelStatus {
+    let since = match previous {
+        Some(p) if p.phase == d.phase && p.job == d.job => p.since.clone(),
+        _ => Some(now.clone()),
+    };
+    ModelStatus { phase: d.phase, message: d.message.clone(), since, job: d.job.clone(), refresh: d.refresh.clone() }
 }
 
 /// The condition of `type_`, if set.
@@ -164,7 +207,7 @@ mod tests {
     }
 
     fn health(ready: bool) -> Health {
-        Health { replicas: ApplicationStatus { ready_replicas: i32::from(ready), desired_replicas: 1, ready }, problem: None }
+        Health { replicas: ApplicationStatus { ready_replicas: i32::from(ready), desired_replicas: 1, ready, model: None }, problem: None }
     }
 
     fn applied(ready: bool) -> Outcome {
@@ -172,8 +215,9 @@ mod tests {
             gateway: health(true),
             applications: BTreeMap::from([("chat".to_string(), health(ready))]),
             gateway_address: Some("demo-gateway.ns.svc:80".into()),
+            ..Default::default()
         };
-        Outcome::Applied { observed, hash: "h".into() }
+        Outcome::Applied { observed: Box::new(observed), hash: "h".into() }
     }
 
     fn next(previous: &ModelOrchestraStatus, generation: i64, outcome: &Outcome, now: i64) -> ModelOrchestraStatus {
@@ -254,6 +298,54 @@ mod tests {
         let flipped = next(&same, 1, &applied(true), 30);
         assert_eq!(condition(&flipped, READY).unwrap().last_transition_time, at(30));
         assert_eq!(condition(&flipped, DEGRADED).unwrap().last_transition_time, at(10), "Degraded stayed False");
+    }
+
+    fn with_model(phase: ModelPhase, message: &str, refresh: Option<&str>) -> Outcome {
+        let mut outcome = applied(true);
+        if let Outcome::Applied { observed, .. } = &mut outcome {
+            let download = Download { job: "chat-dl-1".into(), phase, message: message.into(), refresh: refresh.map(str::to_string) };
+            observed.models.insert("chat".into(), download);
+            observed.refresh = refresh.map(str::to_string);
+        }
+        outcome
+    }
+
+    #[test]
+    fn a_failed_download_is_model_download_failed_and_degraded_with_its_message() {
+        let s = next(&Default::default(), 1, &with_model(ModelPhase::Failed, "Job chat-dl-1: BackoffLimitExceeded", None), 1);
+        assert_eq!(status_of(&s, READY), ("False".into(), "ModelDownloadFailed".into()));
+        assert_eq!(status_of(&s, DEGRADED), ("True".into(), "ModelDownloadFailed".into()));
+        assert_eq!(condition(&s, READY).unwrap().message, "model download failed: chat: Job chat-dl-1: BackoffLimitExceeded");
+        let model = s.applications["chat"].model.clone().unwrap();
+        assert_eq!((model.phase, model.job.as_str()), (ModelPhase::Failed, "chat-dl-1"));
+        assert!(!s.applications["chat"].ready);
+    }
+
+    #[test]
+    fn an_application_whose_model_is_downloading_is_not_ready_and_says_so() {
+        let s = next(&Default::default(), 1, &with_model(ModelPhase::Downloading, "Job chat-dl-1 is downloading", None), 1);
+        assert_eq!(status_of(&s, READY), ("False".into(), "ApplicationsNotReady".into()));
+        assert_eq!(condition(&s, READY).unwrap().message, "waiting for chat (model Downloading: Job chat-dl-1 is downloading)");
+        assert_eq!(s.applications_ready.as_deref(), Some("0/1"));
+    }
+
+    #[test]
+    fn a_models_since_moves_only_when_its_phase_changes() {
+        let first = next(&Default::default(), 1, &with_model(ModelPhase::Downloading, "a", None), 10);
+        let same = next(&first, 1, &with_model(ModelPhase::Downloading, "a", None), 20);
+        assert_eq!(same.applications["chat"].model.as_ref().unwrap().since, Some(at(10)));
+        let ready = next(&same, 1, &with_model(ModelPhase::Ready, "done", None), 30);
+        assert_eq!(ready.applications["chat"].model.as_ref().unwrap().since, Some(at(30)));
+    }
+
+    #[test]
+    fn a_refresh_is_stamped_once_when_its_models_are_ready() {
+        let running = next(&Default::default(), 1, &with_model(ModelPhase::Downloading, "", Some("r1")), 10);
+        assert_eq!(running.model_refresh, None);
+        let done = next(&running, 1, &with_model(ModelPhase::Ready, "", Some("r1")), 20);
+        assert_eq!(done.model_refresh, Some(ModelRefresh { value: "r1".into(), completed_at: at(20) }));
+        let later = next(&done, 1, &with_model(ModelPhase::Ready, "", Some("r1")), 30);
+        assert_eq!(later.model_refresh, done.model_refresh, "the same value is not stamped again");
     }
 
     #[test]

@@ -292,16 +292,6 @@ pub fn is_operator_write(e: &AuditEvent, identity: &str) -> bool {
         && !matches!(e.resource(), "leases" | "events")
 }
 
-/// Whether this test binary's cluster gets the CRD serving `v1alpha2` too (see
-/// [`serve_v1alpha2`]); the shipped `v1alpha1` CRD otherwise.
-static SERVE_V1ALPHA2: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Installs the CRD that serves `v1alpha2` beside `v1alpha1` in this test binary's
-/// cluster. Call before the first [`Cluster::start`]; every test of the binary shares it.
-pub fn serve_v1alpha2() {
-    SERVE_V1ALPHA2.store(true, std::sync::atomic::Ordering::SeqCst);
-}
-
 /// The CRD, installed once per test binary (server-side apply; waits until it is served).
 async fn install_crd(client: &Client) {
     static DONE: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
@@ -313,7 +303,8 @@ async fn install_crd(client: &Client) {
     // The optional kinds' real CRDs (KEDA, Prometheus Operator), taken from their pinned
     // Go modules by scripts/build-go-tools.sh, so what the operator renders for them is
     // validated by their real schemas.
-    let crd = if SERVE_V1ALPHA2.load(std::sync::atomic::Ordering::SeqCst) { model_orchestra::crd::crd_with_v1alpha2() } else { model_orchestra::crd::crd() };
+    // The CRD the operator ships (both versions).
+    let crd = model_orchestra::crd::crd();
     let mut crds = vec![serde_json::to_value(crd).expect("CRD")];
     for file in ["keda.sh_scaledobjects.yaml", "monitoring.coreos.com_servicemonitors.yaml"] {
         let path = local_cluster::tools::share_dir().join("crds").join(file);

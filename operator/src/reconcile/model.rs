@@ -1,0 +1,243 @@
+//! Model caches, decided without an API server: which applications a refresh names, where
+//! a download stands (from its Job and newest pod), which Deployments wait for their model,
+//! and when a refresh is done.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::Value;
+
+use crate::api::v1alpha2::{ModelOrchestraStatus, ModelPhase};
+use crate::chart::{Component, RenderedObject};
+use crate::kinds::Kind;
+
+/// Annotating a CR with this (any value) downloads the models of every cached application
+/// again; a value listing application names (comma- or space-separated) only theirs.
+pub const REFRESH_ANNOTATION: &str = "models.titanml.co/refresh";
+/// KEDA's annotation that holds a ScaledObject's target at a replica count.
+pub const KEDA_PAUSED_REPLICAS: &str = "autoscaling.keda.sh/paused-replicas";
+
+/// The applications a refresh value names: those it lists when every word of it is an
+/// application's name, else all of them.
+pub fn refresh_selects<'a>(value: &str, applications: &[&'a str]) -> Vec<&'a str> {
+    let words: Vec<&str> = value.split([',', ' ']).map(str::trim).filter(|w| !w.is_empty()).collect();
+    if !words.is_empty() && words.iter().all(|w| applications.contains(w)) {
+        applications.iter().copied().filter(|a| words.contains(a)).collect()
+    } else {
+        applications.to_vec()
+    }
+}
+
+/// The refresh value each application's model is downloaded for: the annotation's for those
+/// it names, else the one its model was last downloaded for (so removing or narrowing the
+/// annotation downloads nothing again).
+pub fn refresh_values(annotation: Option<&str>, applications: &[&str], previous: &ModelOrchestraStatus) -> BTreeMap<String, String> {
+    let selected = annotation.map(|v| refresh_selects(v, applications)).unwrap_or_default();
+    applications
+        .iter()
+        .filter_map(|&app| {
+            let value = if selected.contains(&app) {
+                annotation.map(str::to_string)
+            } else {
+                previous.applications.get(app).and_then(|a| a.model.as_ref()).and_then(|m| m.refresh.clone())
+            };
+            Some((app.to_string(), value?))
+        })
+        .collect()
+}
+
+/// Where one application's download stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Download {
+    pub job: String,
+    pub phase: ModelPhase,
+    pub message: String,
+    /// The refresh value the Job downloads for.
+    pub refresh: Option<String>,
+}
+
+/// The download Job of each cached application among `objects` (what the chart rendered).
+pub fn download_jobs(objects: &[RenderedObject]) -> BTreeMap<String, String> {
+    objects
+        .iter()
+        .filter(|o| o.kind == Kind::Job)
+        .filter_map(|o| match &o.component {
+            Component::Application(app) => Some((app.clone(), o.name.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The phase and message of a download from its Job (absent: not created yet) and the
+/// newest pod of that Job.
+pub fn download_state(job_name: &str, job: Option<&Job>, pod: Option<&Pod>) -> (ModelPhase, String) {
+    let Some(job) = job else {
+        return (ModelPhase::Pending, format!("creating the download Job {job_name}"));
+    };
+    let status = job.status.clone().unwrap_or_default();
+    let condition = |t: &str| status.conditions.iter().flatten().find(|c| c.type_ == t && c.status == "True").cloned();
+    if condition("Complete").is_some() {
+        return (ModelPhase::Ready, format!("downloaded by Job {job_name}"));
+    }
+    let last_failure = pod.and_then(termination_message);
+    if let Some(failed) = condition("Failed") {
+        let mut message = format!("Job {job_name}: {}", failed.reason.unwrap_or_else(|| "Failed".into()));
+        if let Some(m) = failed.message.filter(|m| !m.is_empty()) {
+            message.push_str(&format!(": {m}"));
+        }
+        if let Some(last) = last_failure {
+            message.push_str(&format!("; {last}"));
+        }
+        return (ModelPhase::Failed, message);
+    }
+    let pod_status = pod.and_then(|p| p.status.as_ref());
+    match pod_status.and_then(|s| s.phase.as_deref()) {
+        Some("Running") => (ModelPhase::Downloading, format!("Job {job_name} is downloading")),
+        _ => {
+            let problem = pod.and_then(crate::controller::pods::pod_problem).map(|p| p.message);
+            let message = match (problem, last_failure) {
+                (Some(p), _) => p,
+                (None, Some(last)) => format!("retrying after {last}"),
+                (None, None) => format!("waiting for the download pod of Job {job_name}"),
+            };
+            (ModelPhase::Pending, message)
+        }
+    }
+}
+
+/// `container <name>: <termination message or reason> (exit code N)` of a failed container.
+fn termination_message(pod: &Pod) -> Option<String> {
+    pod.status.as_ref()?.container_statuses.iter().flatten().find_map(|c| {
+        let t = c.state.as_ref()?.terminated.as_ref().filter(|t| t.exit_code != 0)?;
+        let text = t.message.clone().filter(|m| !m.trim().is_empty()).or_else(|| t.reason.clone()).unwrap_or_else(|| "failed".into());
+        Some(format!("container {}: {} (exit code {})", c.name, text.trim(), t.exit_code))
+    })
+}
+
+/// Holds the applications in `waiting` at zero replicas: their Deployment's `replicas`, or
+/// with an autoscaler KEDA's paused-replicas annotation on the ScaledObject.
+pub fn hold(objects: &mut [RenderedObject], waiting: &BTreeSet<String>) {
+    for o in objects.iter_mut() {
+        let Component::Application(app) = &o.component else { continue };
+        if !waiting.contains(app) {
+            continue;
+        }
+        match o.kind {
+            Kind::Deployment => {
+                if let Some(spec) = o.object.get_mut("spec").and_then(Value::as_object_mut) {
+                    spec.insert("replicas".into(), Value::from(0));
+                }
+            }
+            Kind::ScaledObject => {
+                let metadata = o.object.as_object_mut().and_then(|m| m.get_mut("metadata")).and_then(Value::as_object_mut);
+                if let Some(metadata) = metadata {
+                    let annotations = metadata.entry("annotations").or_insert_with(|| Value::Object(Default::default()));
+                    if let Some(a) = annotations.as_object_mut() {
+                        a.insert(KEDA_PAUSED_REPLICAS.into(), Value::from("0"));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Whether the refresh `value` is done: every application it names has its model Ready,
+/// downloaded for that value.
+pub fn refresh_done(value: &str, downloads: &BTreeMap<String, Download>) -> bool {
+    let apps: Vec<&str> = downloads.keys().map(String::as_str).collect();
+    let selected = refresh_selects(value, &apps);
+    !selected.is_empty() && selected.iter().all(|a| downloads.get(*a).is_some_and(|d| d.phase == ModelPhase::Ready && d.refresh.as_deref() == Some(value)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::v1alpha2::{ApplicationStatus, ModelStatus};
+    use serde_json::json;
+
+    fn job(conditions: Value) -> Job {
+        serde_json::from_value(json!({"metadata": {"name": "j"}, "status": {"conditions": conditions}})).unwrap()
+    }
+
+    fn pod(status: Value) -> Pod {
+        serde_json::from_value(json!({"metadata": {"name": "p"}, "status": status})).unwrap()
+    }
+
+    #[test]
+    fn a_refresh_naming_applications_selects_only_them_and_any_other_value_all() {
+        let apps = ["chat", "embedder"];
+        assert_eq!(refresh_selects("chat", &apps), ["chat"]);
+        assert_eq!(refresh_selects("embedder, chat", &apps), ["chat", "embedder"]);
+        assert_eq!(refresh_selects("2026-11-24", &apps), ["chat", "embedder"]);
+        assert_eq!(refresh_selects("chat other", &apps), ["chat", "embedder"], "not only application names: all");
+    }
+
+    #[test]
+    fn an_application_a_refresh_does_not_name_keeps_the_value_its_model_was_downloaded_for() {
+        let mut previous = ModelOrchestraStatus::default();
+        let model = ModelStatus { refresh: Some("1".into()), ..Default::default() };
+        previous.applications.insert("embedder".into(), ApplicationStatus { model: Some(model), ..Default::default() });
+        let values = refresh_values(Some("chat"), &["chat", "embedder"], &previous);
+        assert_eq!(values, BTreeMap::from([("chat".to_string(), "chat".to_string()), ("embedder".to_string(), "1".to_string())]));
+        assert_eq!(refresh_values(None, &["chat"], &ModelOrchestraStatus::default()), BTreeMap::new());
+    }
+
+    #[test]
+    fn a_complete_job_is_ready() {
+        let (phase, _) = download_state("j", Some(&job(json!([{"type": "Complete", "status": "True"}]))), None);
+        assert_eq!(phase, ModelPhase::Ready);
+    }
+
+    #[test]
+    fn a_failed_job_is_failed_with_its_reason_and_the_containers_termination_message() {
+        let failed =
+            job(json!([{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "Job has reached the specified backoff limit"}]));
+        let p = pod(json!({"phase": "Failed", "containerStatuses": [{"name": "download", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+            "state": {"terminated": {"exitCode": 1, "reason": "Error", "message": "404 Repository Not Found\n"}}}]}));
+        let (phase, message) = download_state("j", Some(&failed), Some(&p));
+        assert_eq!(phase, ModelPhase::Failed);
+        assert_eq!(
+            message,
+            "Job j: BackoffLimitExceeded: Job has reached the specified backoff limit; container download: 404 Repository Not Found (exit code 1)"
+        );
+    }
+
+    #[test]
+    fn a_running_download_pod_is_downloading_and_one_that_cannot_pull_is_pending_with_why() {
+        let active = job(json!([]));
+        assert_eq!(download_state("j", Some(&active), Some(&pod(json!({"phase": "Running"})))).0, ModelPhase::Downloading);
+        let stuck = pod(json!({"phase": "Pending", "containerStatuses": [{"name": "download", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+            "state": {"waiting": {"reason": "ErrImagePull", "message": "not found"}}}]}));
+        assert_eq!(download_state("j", Some(&active), Some(&stuck)), (ModelPhase::Pending, "container download: ErrImagePull: not found".into()));
+        assert_eq!(download_state("j", None, None).0, ModelPhase::Pending);
+    }
+
+    fn rendered(kind: Kind, app: &str, object: Value) -> RenderedObject {
+        RenderedObject { kind, name: app.into(), component: Component::Application(app.into()), object }
+    }
+
+    #[test]
+    fn a_waiting_application_is_held_at_zero_replicas_and_the_others_are_not() {
+        let mut objects = vec![
+            rendered(Kind::Deployment, "chat", json!({"spec": {"replicas": 2}})),
+            rendered(Kind::Deployment, "embedder", json!({"spec": {"replicas": 2}})),
+            rendered(Kind::ScaledObject, "chat", json!({"metadata": {"name": "chat"}, "spec": {}})),
+        ];
+        hold(&mut objects, &BTreeSet::from(["chat".to_string()]));
+        assert_eq!(objects[0].object["spec"]["replicas"], 0);
+        assert_eq!(objects[1].object["spec"]["replicas"], 2);
+        assert_eq!(objects[2].object["metadata"]["annotations"][KEDA_PAUSED_REPLICAS], "0");
+    }
+
+    #[test]
+    fn a_refresh_is_done_when_every_model_it_names_is_ready_for_its_value() {
+        let d = |phase, refresh: &str| Download { job: "j".into(), phase, message: String::new(), refresh: Some(refresh.into()) };
+        let mut downloads = BTreeMap::from([("chat".to_string(), d(ModelPhase::Ready, "x")), ("embedder".to_string(), d(ModelPhase::Downloading, "x"))]);
+        assert!(!refresh_done("x", &downloads));
+        assert!(refresh_done("chat", &BTreeMap::from([("chat".to_string(), d(ModelPhase::Ready, "chat"))])));
+        downloads.get_mut("embedder").unwrap().phase = ModelPhase::Ready;
+        assert!(refresh_done("x", &downloads));
+    }
+}

@@ -163,8 +163,21 @@ async fn a_refresh_downloads_again_rolls_the_pods_once_and_is_stamped_on_the_cr(
     let revision = |d: &Value| d["metadata"]["annotations"]["deployment.kubernetes.io/revision"].as_str().unwrap_or_default().to_string();
     let first_revision = revision(&deployment(&cluster).await);
 
+    let pod_revision = |d: &Value| d["spec"]["template"]["metadata"]["annotations"]["models.titanml.co/model-revision"].clone();
+    let first_pods = pod_revision(&deployment(&cluster).await);
+
     cluster.kubectl(&["annotate", "modelorchestras.v1alpha2.models.titanml.co", RELEASE, "models.titanml.co/refresh=r1"]);
     let api = v1alpha2_api(&cluster);
+    // While the same model downloads again, the application keeps serving the first download.
+    eventually("the refresh's download is under way", || async {
+        let cr = api.get(RELEASE).await.ok()?;
+        let model = &cr.data["status"]["applications"]["chat"]["model"];
+        (model["refresh"] == "r1" && model["phase"] != "Ready").then_some(())
+    })
+    .await;
+    let during = deployment(&cluster).await;
+    assert_eq!(during["spec"]["replicas"], 1, "not taken down for a refresh");
+    assert_eq!(pod_revision(&during), first_pods, "its pods stay on the first download until the new one is ready");
     let after = eventually("the refresh is stamped", || async {
         let cr = api.get(RELEASE).await.ok()?;
         (cr.data["status"]["modelRefresh"]["value"] == "r1").then_some(cr)

@@ -218,6 +218,20 @@ pub struct ModelStatus {
     /// The `models.titanml.co/refresh` value this model was last downloaded for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refresh: Option<String>,
+    /// The download the application's pods run on: the current one once it is Ready; while
+    /// a refresh (same model) downloads, the one before. Absent while the application waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serving: Option<ModelServing>,
+}
+
+/// A download the application's pods run on.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelServing {
+    /// The `models.titanml.co/model-revision` of the download.
+    pub revision: String,
+    /// `readerConfig.modelName` it downloaded.
+    pub model_name: String,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]

@@ -25,7 +25,7 @@ use crate::api::ModelOrchestraSpec;
 use crate::error::RenderError;
 
 pub use component::Component;
-pub use context::{MANAGED_BY, MANAGED_BY_LABEL};
+pub use context::{MANAGED_BY, MANAGED_BY_LABEL, MODEL_REVISION_LABEL};
 pub use contract::{Contract, API_VERSION_ANNOTATION};
 pub use render::{to_yaml_stream, RenderedObject};
 

@@ -135,6 +135,8 @@ struct Planned {
     port: Option<i64>,
     /// resourceVersion (or, for a Deployment, generation) after the apply.
     version: Option<String>,
+    /// A download Job's revision and model.
+    model: Option<model::CachedModel>,
 }
 
 /// Why a reconcile failed. The `kube::Error` stays the source, so the retry policy can tell
@@ -368,8 +370,9 @@ fn since_last_apply(cr: &Cr, ctx: &Context) -> SinceLastApply {
 }
 
 /// Parses the CR strictly, renders every object and plans the apply: all before anything
-/// touches the cluster. Applications whose model is not in their cache yet are held at
-/// zero replicas. Returns the plan and the refresh value each model is downloaded for.
+/// touches the cluster. An application whose model is being downloaded is held at zero
+/// replicas, or kept on its earlier download of the same model ([`model::Gate`]). Returns
+/// the plan and the refresh value each model is downloaded for.
 fn render_and_plan(cr: &Cr, ctx: &Context) -> Result<(ApplyPlan, BTreeMap<String, String>), ReconcileError> {
     let value = serde_json::to_value(cr.obj).expect("objects serialise");
     // The watch is at the version this line serves (its chart's), so that is what arrives.
@@ -381,10 +384,8 @@ fn render_and_plan(cr: &Cr, ctx: &Context) -> Result<(ApplyPlan, BTreeMap<String
             (ctx.chart.render_v1alpha2_refreshed(&cr.name, &cr.namespace, &mo.spec, &refresh)?, refresh)
         }
     };
-    let downloads = downloads(ctx, cr, &model::download_jobs(&rendered), &refresh);
-    let waiting: std::collections::BTreeSet<String> =
-        downloads.iter().filter(|(_, d)| d.phase != crate::api::v1alpha2::ModelPhase::Ready).map(|(app, _)| app.clone()).collect();
-    model::hold(&mut rendered, &waiting);
+    let gates = downloads(ctx, cr, &model::cached_models(&rendered), &refresh).into_iter().map(|(app, d)| (app, d.gate())).collect();
+    model::apply_gates(&mut rendered, &gates);
     let plan = plan::plan(&cr.owner(ctx.cr_resource().api_version), rendered);
     let unserved: Vec<String> =
         plan.objects.iter().filter(|o| !ctx.served.contains(&o.kind)).map(|o| format!("{} ({})", o.kind.kind(), o.kind.api_version())).collect();
@@ -394,14 +395,17 @@ fn render_and_plan(cr: &Cr, ctx: &Context) -> Result<(ApplyPlan, BTreeMap<String
     Ok((plan, refresh))
 }
 
-/// Where each cached application's download stands (`jobs`: application → its Job).
-fn downloads(ctx: &Context, cr: &Cr, jobs: &BTreeMap<String, String>, refresh: &BTreeMap<String, String>) -> BTreeMap<String, Download> {
-    jobs.iter()
-        .map(|(app, job)| {
-            let cached = ctx.caches.job(&cr.namespace, job);
+/// Where each cached application's download stands, and what its pods run on meanwhile.
+fn downloads(ctx: &Context, cr: &Cr, models: &BTreeMap<String, model::CachedModel>, refresh: &BTreeMap<String, String>) -> BTreeMap<String, Download> {
+    models
+        .iter()
+        .map(|(app, m)| {
+            let cached = ctx.caches.job(&cr.namespace, &m.job);
             let pod = ctx.pods.download_pod(&cr.namespace, &cr.name, app);
-            let (phase, message) = model::download_state(job, cached.as_deref(), pod.as_ref());
-            (app.clone(), Download { job: job.clone(), phase, message, refresh: refresh.get(app).cloned() })
+            let (phase, message) = model::download_state(&m.job, cached.as_deref(), pod.as_ref());
+            let previous = cr.previous.applications.get(app).and_then(|a| a.model.as_ref());
+            let serving = model::serving(m, phase, previous);
+            (app.clone(), Download { job: m.job.clone(), phase, message, refresh: refresh.get(app).cloned(), serving })
         })
         .collect()
 }
@@ -466,21 +470,21 @@ fn planned(o: &PlannedObject, applied: &DynamicObject) -> Planned {
         Kind::Deployment => applied.metadata.generation.map(|g| g.to_string()),
         _ => applied.metadata.resource_version.clone(),
     };
-    Planned { kind: o.kind, name: o.name.clone(), component: o.component.clone(), port: o.body["spec"]["ports"][0]["port"].as_i64(), version }
+    let model = (o.kind == Kind::Job).then(|| model::CachedModel::of_job(&o.name, &o.body));
+    Planned { kind: o.kind, name: o.name.clone(), component: o.component.clone(), port: o.body["spec"]["ports"][0]["port"].as_i64(), version, model }
 }
 
 /// Readiness per component, from the Deployments just applied (their response carries
 /// status) or the cache, with the pods' problems; and the gateway Service's address.
 fn observe(ctx: &Context, cr: &Cr, objects: &[Planned], fresh: &BTreeMap<String, Deployment>, refresh: &BTreeMap<String, String>) -> Observed {
-    let jobs: BTreeMap<String, String> = objects
+    let models: BTreeMap<String, model::CachedModel> = objects
         .iter()
-        .filter(|o| o.kind == Kind::Job)
-        .filter_map(|o| match &o.component {
-            Component::Application(app) => Some((app.clone(), o.name.clone())),
+        .filter_map(|o| match (&o.component, &o.model) {
+            (Component::Application(app), Some(m)) => Some((app.clone(), m.clone())),
             _ => None,
         })
         .collect();
-    let mut observed = Observed { models: downloads(ctx, cr, &jobs, refresh), refresh: cr.refresh_annotation.clone(), ..Default::default() };
+    let mut observed = Observed { models: downloads(ctx, cr, &models, refresh), refresh: cr.refresh_annotation.clone(), ..Default::default() };
     for o in objects {
         match (o.kind, &o.component) {
             (Kind::Deployment, component) => {

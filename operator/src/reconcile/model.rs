@@ -1,14 +1,14 @@
 //! Model caches, decided without an API server: which applications a refresh names, where
-//! a download stands (from its Job and newest pod), which Deployments wait for their model,
-//! and when a refresh is done.
+//! a download stands (from its Job and newest pod), what each application's Deployment does
+//! meanwhile, and when a refresh is done.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::Value;
 
-use crate::api::v1alpha2::{ModelOrchestraStatus, ModelPhase};
+use crate::api::v1alpha2::{ModelOrchestraStatus, ModelPhase, ModelServing, ModelStatus};
 use crate::chart::{Component, RenderedObject};
 use crate::kinds::Kind;
 
@@ -55,18 +55,70 @@ pub struct Download {
     pub message: String,
     /// The refresh value the Job downloads for.
     pub refresh: Option<String>,
+    /// The download the application's pods run on (see [`serving`]).
+    pub serving: Option<ModelServing>,
 }
 
-/// The download Job of each cached application among `objects` (what the chart rendered).
-pub fn download_jobs(objects: &[RenderedObject]) -> BTreeMap<String, String> {
+/// A cached application's download as rendered: its Job, the revision and the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CachedModel {
+    pub job: String,
+    pub revision: String,
+    pub model_name: String,
+}
+
+impl CachedModel {
+    /// From a rendered download Job (its revision label and `MODEL_NAME`).
+    pub fn of_job(name: &str, job: &Value) -> CachedModel {
+        let revision = job["metadata"]["labels"][crate::chart::MODEL_REVISION_LABEL].as_str().unwrap_or_default().to_string();
+        let env = job["spec"]["template"]["spec"]["containers"][0]["env"].as_array().cloned().unwrap_or_default();
+        let model_name = env.iter().find(|e| e["name"] == "MODEL_NAME").and_then(|e| e["value"].as_str()).unwrap_or_default().to_string();
+        CachedModel { job: name.to_string(), revision, model_name }
+    }
+}
+
+/// The download of each cached application among `objects` (what the chart rendered).
+pub fn cached_models(objects: &[RenderedObject]) -> BTreeMap<String, CachedModel> {
     objects
         .iter()
         .filter(|o| o.kind == Kind::Job)
         .filter_map(|o| match &o.component {
-            Component::Application(app) => Some((app.clone(), o.name.clone())),
+            Component::Application(app) => Some((app.clone(), CachedModel::of_job(&o.name, &o.object))),
             _ => None,
         })
         .collect()
+}
+
+/// The download the application's pods run on: the current one once Ready; while another
+/// of the same model (a refresh, a new downloader) is not, the one they ran on before; none
+/// when the model changed (its pods would start on a model that is not there).
+pub fn serving(model: &CachedModel, phase: ModelPhase, previous: Option<&ModelStatus>) -> Option<ModelServing> {
+    if phase == ModelPhase::Ready {
+        return Some(ModelServing { revision: model.revision.clone(), model_name: model.model_name.clone() });
+    }
+    previous.and_then(|p| p.serving.clone()).filter(|s| s.model_name == model.model_name)
+}
+
+/// What an application's Deployment does while its model is being downloaded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Gate {
+    /// As rendered: the current download is Ready.
+    Serve,
+    /// Its pods stay on this earlier download until the current one is Ready (their
+    /// template keeps that revision, so they roll once, when it is).
+    Keep(String),
+    /// At zero replicas: no download it may run on yet.
+    Hold,
+}
+
+impl Download {
+    pub fn gate(&self) -> Gate {
+        match (&self.phase, &self.serving) {
+            (ModelPhase::Ready, _) => Gate::Serve,
+            (_, Some(s)) => Gate::Keep(s.revision.clone()),
+            (_, None) => Gate::Hold,
+        }
+    }
 }
 
 /// The phase and message of a download from its Job (absent: not created yet) and the
@@ -115,27 +167,31 @@ fn termination_message(pod: &Pod) -> Option<String> {
     })
 }
 
-/// Holds the applications in `waiting` at zero replicas: their Deployment's `replicas`, or
-/// with an autoscaler KEDA's paused-replicas annotation on the ScaledObject.
-pub fn hold(objects: &mut [RenderedObject], waiting: &BTreeSet<String>) {
+/// Applies each application's [`Gate`] to its rendered objects: held at zero replicas (its
+/// Deployment's `replicas`, or with an autoscaler KEDA's paused-replicas annotation on the
+/// ScaledObject), or kept on an earlier download (the pod template's revision).
+pub fn apply_gates(objects: &mut [RenderedObject], gates: &BTreeMap<String, Gate>) {
     for o in objects.iter_mut() {
         let Component::Application(app) = &o.component else { continue };
-        if !waiting.contains(app) {
-            continue;
-        }
-        match o.kind {
-            Kind::Deployment => {
+        match (gates.get(app), o.kind) {
+            (Some(Gate::Hold), Kind::Deployment) => {
                 if let Some(spec) = o.object.get_mut("spec").and_then(Value::as_object_mut) {
                     spec.insert("replicas".into(), Value::from(0));
                 }
             }
-            Kind::ScaledObject => {
+            (Some(Gate::Hold), Kind::ScaledObject) => {
                 let metadata = o.object.as_object_mut().and_then(|m| m.get_mut("metadata")).and_then(Value::as_object_mut);
                 if let Some(metadata) = metadata {
                     let annotations = metadata.entry("annotations").or_insert_with(|| Value::Object(Default::default()));
                     if let Some(a) = annotations.as_object_mut() {
                         a.insert(KEDA_PAUSED_REPLICAS.into(), Value::from("0"));
                     }
+                }
+            }
+            (Some(Gate::Keep(revision)), Kind::Deployment) => {
+                let annotations = o.object.pointer_mut("/spec/template/metadata/annotations").and_then(Value::as_object_mut);
+                if let Some(a) = annotations {
+                    a.insert(crate::chart::MODEL_REVISION_LABEL.into(), Value::from(revision.as_str()));
                 }
             }
             _ => {}
@@ -219,21 +275,46 @@ mod tests {
     }
 
     #[test]
-    fn a_waiting_application_is_held_at_zero_replicas_and_the_others_are_not() {
+    fn a_held_application_is_at_zero_replicas_a_kept_one_on_its_earlier_revision_and_the_others_as_rendered() {
+        let deployment = json!({"spec": {"replicas": 2, "template": {"metadata": {"annotations": {"models.titanml.co/model-revision": "new"}}}}});
         let mut objects = vec![
-            rendered(Kind::Deployment, "chat", json!({"spec": {"replicas": 2}})),
-            rendered(Kind::Deployment, "embedder", json!({"spec": {"replicas": 2}})),
+            rendered(Kind::Deployment, "chat", deployment.clone()),
+            rendered(Kind::Deployment, "embedder", deployment.clone()),
             rendered(Kind::ScaledObject, "chat", json!({"metadata": {"name": "chat"}, "spec": {}})),
+            rendered(Kind::Deployment, "ready", deployment.clone()),
         ];
-        hold(&mut objects, &BTreeSet::from(["chat".to_string()]));
+        let gates = BTreeMap::from([("chat".to_string(), Gate::Hold), ("embedder".to_string(), Gate::Keep("old".into())), ("ready".to_string(), Gate::Serve)]);
+        apply_gates(&mut objects, &gates);
         assert_eq!(objects[0].object["spec"]["replicas"], 0);
         assert_eq!(objects[1].object["spec"]["replicas"], 2);
+        assert_eq!(objects[1].object["spec"]["template"]["metadata"]["annotations"]["models.titanml.co/model-revision"], "old");
         assert_eq!(objects[2].object["metadata"]["annotations"][KEDA_PAUSED_REPLICAS], "0");
+        assert_eq!(objects[3].object, deployment);
+    }
+
+    #[test]
+    fn pods_stay_on_the_earlier_download_of_the_same_model_but_not_of_another() {
+        let model = |revision: &str, name: &str| CachedModel { job: format!("j-{revision}"), revision: revision.into(), model_name: name.into() };
+        let earlier = ModelStatus { serving: Some(ModelServing { revision: "r0".into(), model_name: "org/a".into() }), ..Default::default() };
+        assert_eq!(serving(&model("r1", "org/a"), ModelPhase::Downloading, Some(&earlier)).unwrap().revision, "r0", "a refresh: keep serving");
+        assert_eq!(serving(&model("r1", "org/b"), ModelPhase::Downloading, Some(&earlier)), None, "another model: wait");
+        assert_eq!(serving(&model("r1", "org/a"), ModelPhase::Failed, Some(&earlier)).unwrap().revision, "r0", "a failed refresh tears nothing down");
+        assert_eq!(serving(&model("r1", "org/b"), ModelPhase::Ready, None).unwrap().revision, "r1");
+        let d = |phase, serving: Option<&str>| Download {
+            job: "j".into(),
+            phase,
+            message: String::new(),
+            refresh: None,
+            serving: serving.map(|r| ModelServing { revision: r.into(), model_name: "m".into() }),
+        };
+        assert_eq!(d(ModelPhase::Ready, Some("r1")).gate(), Gate::Serve);
+        assert_eq!(d(ModelPhase::Downloading, Some("r0")).gate(), Gate::Keep("r0".into()));
+        assert_eq!(d(ModelPhase::Pending, None).gate(), Gate::Hold);
     }
 
     #[test]
     fn a_refresh_is_done_when_every_model_it_names_is_ready_for_its_value() {
-        let d = |phase, refresh: &str| Download { job: "j".into(), phase, message: String::new(), refresh: Some(refresh.into()) };
+        let d = |phase, refresh: &str| Download { job: "j".into(), phase, message: String::new(), refresh: Some(refresh.into()), serving: None };
         let mut downloads = BTreeMap::from([("chat".to_string(), d(ModelPhase::Ready, "x")), ("embedder".to_string(), d(ModelPhase::Downloading, "x"))]);
         assert!(!refresh_done("x", &downloads));
         assert!(refresh_done("chat", &BTreeMap::from([("chat".to_string(), d(ModelPhase::Ready, "chat"))])));

@@ -185,7 +185,7 @@ fn model_status(previous: Option<&ModelStatus>, d: &Download, now: &Time) -> Mod
         Some(p) if p.phase == d.phase && p.job == d.job => p.since.clone(),
         _ => Some(now.clone()),
     };
-    ModelStatus { phase: d.phase, message: d.message.clone(), since, job: d.job.clone(), refresh: d.refresh.clone() }
+    ModelStatus { phase: d.phase, message: d.message.clone(), since, job: d.job.clone(), refresh: d.refresh.clone(), serving: d.serving.clone() }
 }
 
 /// The condition of `type_`, if set.
@@ -303,7 +303,7 @@ mod tests {
     fn with_model(phase: ModelPhase, message: &str, refresh: Option<&str>) -> Outcome {
         let mut outcome = applied(true);
         if let Outcome::Applied { observed, .. } = &mut outcome {
-            let download = Download { job: "chat-dl-1".into(), phase, message: message.into(), refresh: refresh.map(str::to_string) };
+            let download = Download { job: "chat-dl-1".into(), phase, message: message.into(), refresh: refresh.map(str::to_string), serving: None };
             observed.models.insert("chat".into(), download);
             observed.refresh = refresh.map(str::to_string);
         }

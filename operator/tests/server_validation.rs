@@ -60,6 +60,20 @@ async fn the_samples_objects_pass_the_api_servers_dry_run() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_v1alpha2_samples_objects_pass_the_api_servers_dry_run() {
+    let cluster = Cluster::start("dry-run-v1alpha2").await;
+    for sample in ["config/samples/modelorchestra-v1alpha2.yaml", "config/samples/modelorchestra-v1alpha2-cache.yaml"] {
+        let model_orchestra::input::Versioned::V1alpha2(mut mo) = model_orchestra::input::parse_versioned(&repo(sample)).unwrap() else {
+            panic!("{sample} is a v1alpha2 CR")
+        };
+        mo.metadata.namespace = Some(cluster.namespace.clone());
+        let chart = model_orchestra::chart::Chart::embedded_for(model_orchestra::chart::Contract::V1alpha2).unwrap();
+        let objects = model_orchestra::render_v1alpha2(&chart, &mo, &cluster.namespace).unwrap();
+        dry_run(&cluster, &objects).await.unwrap_or_else(|e| panic!("{sample}: {e}"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_maximal_crs_objects_pass_the_api_servers_dry_run() {
     let cluster = Cluster::start("dry-run-maximal").await;
     let objects = render_in(&cluster, &repo("operator/tests/data/maximal.yaml")).unwrap();

@@ -234,3 +234,17 @@ fn a_download_job_name_over_63_characters_is_refused_naming_the_cache() {
     let err = try_render_v1alpha2(&cr_v1alpha2(&spec)).unwrap_err().to_string();
     assert!(err.contains(&format!("spec.applications.{app}.modelCache")) && err.contains("63"), "{err}");
 }
+
+#[test]
+fn the_download_runs_on_the_applications_nodes_with_its_security_contexts_but_no_gpu() {
+    let spec = format!(
+        "{CACHED}    nodeSelector: {{nvidia.com/gpu.product: NVIDIA-A100-SXM4-80GB}}\n    securityContext: {{runAsNonRoot: true}}\n    podSecurityContext: {{fsGroup: 1000}}\n    readerConfig: {{modelName: org/model, device: cuda}}\n"
+    );
+    let objects = render_v1alpha2(&cr_v1alpha2(&spec.replace("    readerConfig: {modelName: org/model}\n", "")));
+    let pod = &download_job(&objects)["spec"]["template"]["spec"];
+    assert_eq!(pod["nodeSelector"]["nvidia.com/gpu.product"], "NVIDIA-A100-SXM4-80GB");
+    assert_eq!(pod["tolerations"][0]["key"], "nvidia.com/gpu", "it may run where the GPU nodes' taint is");
+    assert_eq!(pod["securityContext"]["fsGroup"], 1000);
+    assert_eq!(pod["containers"][0]["securityContext"]["runAsNonRoot"], true);
+    assert!(pod["containers"][0].get("resources").is_none(), "no GPU for a download");
+}

@@ -88,7 +88,13 @@ async fn discover(client: &Client, version: &str) -> Vec<Kind> {
     }
 }
 
-/// Runs the controller until `shutdown` resolves.
+/// How often the optional kinds the cluster did not serve are asked about again.
+const REDISCOVERY_INTERVAL: Duration = Duration::from_secs(15);
+
+/// Runs the controller until `shutdown` resolves. When an optional kind the cluster did
+/// not serve becomes served (KEDA or the Prometheus Operator installed after the
+/// operator), the controller stops and starts again with that kind's watch, so the CRs
+/// that reported "install its CRD" are reconciled without restarting the process.
 pub async fn run(
     client: Client,
     chart: Chart,
@@ -98,17 +104,68 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> Result<(), StartError> {
     let shutdown = futures::FutureExt::shared(Box::pin(shutdown));
-    let served = tokio::select! {
-        kinds = discover(&client, chart.contract.api_version()) => kinds,
+    let version = chart.contract.api_version();
+    let mut served = tokio::select! {
+        kinds = discover(&client, version) => kinds,
         _ = shutdown.clone() => return Ok(()),
     };
+    let chart = Arc::new(chart);
+    let mut on_ready = Some(on_ready);
+    loop {
+        let (found_tx, mut found_rx) = tokio::sync::watch::channel(None);
+        let poll = tokio::spawn(newly_served(client.clone(), version, served.clone(), found_tx));
+        let stop = {
+            let (shutdown, mut found) = (shutdown.clone(), found_rx.clone());
+            async move {
+                // A closed channel (nothing left to discover) is no reason to stop.
+                tokio::select! {
+                    _ = shutdown => {}
+                    Ok(()) = found.changed() => {}
+                }
+            }
+        };
+        run_controller(&client, chart.clone(), &settings, metrics.clone(), served.clone(), || on_ready.take().map_or((), |f| f()), stop).await;
+        poll.abort();
+        let Some(kinds) = found_rx.borrow_and_update().clone() else { return Ok(()) };
+        let added: Vec<&str> = kinds.iter().filter(|k| !served.contains(k)).map(|k| k.kind()).collect();
+        tracing::info!(?added, "newly served kinds: restarting the controller with their watches");
+        served = kinds;
+    }
+}
+
+/// Resolves (sends) the served kinds once they include one `served` lacks.
+async fn newly_served(client: Client, version: &'static str, served: Vec<Kind>, found: tokio::sync::watch::Sender<Option<Vec<Kind>>>) {
+    if served.len() == Kind::ALL.len() {
+        return;
+    }
+    loop {
+        tokio::time::sleep(REDISCOVERY_INTERVAL).await;
+        if let Ok(kinds) = served_kinds(&client, version).await {
+            if kinds.iter().any(|k| !served.contains(k)) {
+                let _ = found.send(Some(kinds));
+                return;
+            }
+        }
+    }
+}
+
+/// One run of the controller with the watches of `served`, until `stop` resolves.
+async fn run_controller(
+    client: &Client,
+    chart: Arc<Chart>,
+    settings: &Settings,
+    metrics: Arc<Metrics>,
+    served: Vec<Kind>,
+    on_ready: impl FnOnce(),
+    stop: impl Future<Output = ()> + Send + Sync + 'static,
+) {
     let missing: Vec<&str> = Kind::ALL.iter().filter(|k| !served.contains(k)).map(|k| k.kind()).collect();
     if !missing.is_empty() {
-        tracing::warn!(?missing, "optional kinds are not served; CRs that need them report ApplyFailed");
+        tracing::warn!(?missing, "optional kinds are not served; CRs that need them report ApplyFailed until their CRDs are installed");
     }
     let namespace = settings.namespace.as_deref();
-    let (caches, streams) = children::watch(&client, namespace, &served);
-    let (pods, pod_stream) = pods::watch(&client, namespace);
+    let (caches, streams) = children::watch(client, namespace, &served);
+    let (pods, pod_stream) = pods::watch(client, namespace);
     let recorder = Recorder::new(client.clone(), Reporter { controller: "model-orchestra-operator".into(), instance: Some(settings.identity.clone()) });
     let reconcile_settings = ReconcileSettings {
         routing: settings.routing.clone(),
@@ -166,7 +223,7 @@ pub async fn run(
         (),
     );
     let ready_ctx = ctx.clone();
-    let controller = controller.graceful_shutdown_on(shutdown).run(reconcile, error_policy, ctx);
+    let controller = controller.graceful_shutdown_on(stop).run(reconcile, error_policy, ctx);
     tokio::pin!(controller);
     // Readiness: once the child caches have listed (prune decisions need them complete).
     tokio::select! {
@@ -180,5 +237,4 @@ pub async fn run(
             }
         })
         .await;
-    Ok(())
 }

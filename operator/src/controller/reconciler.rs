@@ -51,7 +51,7 @@ pub struct Context {
     pub caches: Caches,
     pub pods: Pods,
     pub served: Vec<Kind>,
-    pub chart: Chart,
+    pub chart: Arc<Chart>,
     pub settings: ReconcileSettings,
     pub metrics: Arc<Metrics>,
     pub recorder: Recorder,
@@ -76,7 +76,7 @@ impl Context {
         mo_resource_at(self.chart.contract.api_version())
     }
 
-    pub fn new(view: ClusterView, chart: Chart, settings: ReconcileSettings, metrics: Arc<Metrics>, recorder: Recorder) -> Self {
+    pub fn new(view: ClusterView, chart: Arc<Chart>, settings: ReconcileSettings, metrics: Arc<Metrics>, recorder: Recorder) -> Self {
         let ClusterView { client, caches, pods, served } = view;
         let backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(300));
         Context { client, caches, pods, served, chart, settings, metrics, recorder, backoff, memory: Mutex::new(HashMap::new()) }
@@ -194,13 +194,17 @@ impl ReconcileError {
         }
     }
 
-    /// How to retry: a conflict at once; a refusal or an invalid spec when the CR changes
-    /// (or at the next resync); anything else (server errors, timeouts) with backoff.
+    /// How to retry: a conflict at once; an invalid spec or object when the CR changes (or
+    /// at the next resync); anything else (forbidden, server errors, timeouts) with backoff.
     pub fn retry(&self) -> Retry {
         match (self, self.code()) {
             (ReconcileError::Render(_), _) => Retry::OnChange,
             (_, Some(409)) => Retry::Now,
-            (_, Some(400 | 403 | 404 | 422)) => Retry::OnChange,
+            (_, Some(400 | 404 | 422)) => Retry::OnChange,
+            // A refusal can end without the CR changing: an admin grants the missing RBAC,
+            // or the API server's admission learns a CRD version it had not mapped yet
+            // ("cannot find RESTMapping", seconds after a CRD install). Backoff still
+            // reaches the resync interval for one that lasts.
             _ => Retry::Backoff,
         }
     }
@@ -573,5 +577,35 @@ fn truncate(s: &str, max: usize) -> String {
     match s.char_indices().nth(max) {
         Some((i, _)) => format!("{}…", &s[..i]),
         None => s.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api_error(code: u16) -> ReconcileError {
+        let status: kube::core::Status = serde_json::from_value(serde_json::json!({"code": code, "message": "m", "reason": "R"})).expect("a Status");
+        ReconcileError::Request { step: Step::Apply, kind: "ServiceAccount", name: "x".into(), source: kube::Error::Api(Box::new(status)) }
+    }
+
+    #[test]
+    fn a_conflict_is_retried_at_once() {
+        assert_eq!(api_error(409).retry(), Retry::Now);
+    }
+
+    #[test]
+    fn an_invalid_object_waits_for_a_change() {
+        assert_eq!(api_error(422).retry(), Retry::OnChange);
+    }
+
+    #[test]
+    fn a_forbidden_write_is_retried_with_backoff_since_rbac_can_change_without_the_cr() {
+        assert_eq!(api_error(403).retry(), Retry::Backoff);
+    }
+
+    #[test]
+    fn a_server_error_backs_off() {
+        assert_eq!(api_error(503).retry(), Retry::Backoff);
     }
 }

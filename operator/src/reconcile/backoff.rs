@@ -13,9 +13,9 @@ pub enum Retry {
     /// At once: a conflict (someone wrote in between) is gone on the next try.
     Now,
     /// When the CR changes (or at the next resync): the same input gets the same answer
-    /// (an invalid spec, an object the API server refuses or forbids).
+    /// (an invalid spec, an object the API server refuses as invalid).
     OnChange,
-    /// With exponential backoff: server errors, timeouts, lost connections.
+    /// With exponential backoff: forbidden writes, server errors, timeouts, lost connections.
     Backoff,
 }
 

@@ -43,6 +43,9 @@ enum Command {
         /// Also take CRs without the operatorVersion label.
         #[arg(long)]
         claim_unlabeled: bool,
+        /// The ModelOrchestra version the operator serves [default: the operator's, v1alpha1].
+        #[arg(long, value_parser = ["v1alpha1", "v1alpha2"])]
+        api_version: Option<String>,
     },
     /// Print the JSON Schema of the chart's values (charts/model-orchestra/values.schema.json).
     ValuesSchema {
@@ -88,9 +91,9 @@ fn execute(cli: Cli) -> anyhow::Result<()> {
         Command::Run(args) => run::run(*args)?,
         Command::Crd => print!("{}", model_orchestra::crd::crd_yaml()),
         Command::Rbac { name } => print!("{}", model_orchestra::manifests::rbac::cluster_role_yaml(&name)),
-        Command::Manifests { image, namespace, routing, claim_unlabeled } => {
+        Command::Manifests { image, namespace, routing, claim_unlabeled, api_version } => {
             let routing = routing.unwrap_or_else(|| model_orchestra::reconcile::routing::default_routing_value(env!("CARGO_PKG_VERSION")));
-            let options = model_orchestra::manifests::deploy::DeployOptions { namespace, image, routing, claim_unlabeled };
+            let options = model_orchestra::manifests::deploy::DeployOptions { namespace, image, routing, claim_unlabeled, api_version };
             print!("{}", model_orchestra::manifests::deploy::all_yaml(&options));
         }
         Command::ValuesSchema { api_version } => {

@@ -26,6 +26,9 @@ pub struct DeployOptions {
     pub routing: String,
     /// Whether this install also takes CRs without the `operatorVersion` label.
     pub claim_unlabeled: bool,
+    /// The ModelOrchestra version this install serves (`--api-version`); `None` leaves
+    /// the operator's default (`v1alpha1`).
+    pub api_version: Option<String>,
 }
 
 impl DeployOptions {
@@ -105,6 +108,9 @@ pub fn deployment(o: &DeployOptions) -> Deployment {
     if o.claim_unlabeled {
         envs.push(env("MODEL_ORCHESTRA_CLAIM_UNLABELED", "true"));
     }
+    if let Some(version) = &o.api_version {
+        envs.push(env("MODEL_ORCHESTRA_API_VERSION", version));
+    }
     let quantity = |s: &str| Quantity(s.into());
     let container = Container {
         name: "operator".into(),
@@ -183,7 +189,7 @@ mod tests {
     use super::*;
 
     fn opts() -> DeployOptions {
-        DeployOptions { namespace: "ops".into(), image: "registry.example/op:0.1.0".into(), routing: "v1".into(), claim_unlabeled: false }
+        DeployOptions { namespace: "ops".into(), image: "registry.example/op:0.1.0".into(), routing: "v1".into(), claim_unlabeled: false, api_version: None }
     }
 
     #[test]
@@ -216,5 +222,15 @@ mod tests {
         assert_eq!(value("MODEL_ORCHESTRA_ROUTING").unwrap().value.as_deref(), Some("v1"));
         assert!(value("POD_NAMESPACE").unwrap().value_from.is_some());
         assert!(value("MODEL_ORCHESTRA_CLAIM_UNLABELED").is_none());
+    }
+
+    #[test]
+    fn the_deployment_names_the_api_version_it_serves_only_when_told() {
+        let env_of = |o: &DeployOptions| {
+            let envs = deployment(o).spec.unwrap().template.spec.unwrap().containers[0].env.clone().unwrap();
+            envs.iter().find(|e| e.name == "MODEL_ORCHESTRA_API_VERSION").and_then(|e| e.value.clone())
+        };
+        assert_eq!(env_of(&opts()), None, "without one the operator keeps its default");
+        assert_eq!(env_of(&DeployOptions { api_version: Some("v1alpha2".into()), ..opts() }).as_deref(), Some("v1alpha2"));
     }
 }

@@ -101,7 +101,10 @@ pub fn manifests(o: &SubscriptionOptions) -> Result<(String, Vec<Value>), ToolEr
         }
     };
     let header = format!(
-        "# Installs the {routing} line of {} from channel {} ({}).\n# ModelOrchestra CRs for this line carry the label: operatorVersion: {routing}\n",
+        "# Installs the {routing} line of {} from channel {} ({}).\n\
+         # A ModelOrchestra reaches this line with the label operatorVersion: {routing}. Without the label\n\
+         # (lines released from 0.1.1 on), it reaches the line serving the apiVersion it was last\n\
+         # applied with: v1alpha1 -> v0, v1alpha2 -> v1. The label wins.\n",
         o.package,
         o.channel,
         if o.olm == Olm::V1 { "OLM v1" } else { "OLM v0" }

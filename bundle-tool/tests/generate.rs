@@ -122,6 +122,19 @@ fn shared_mode_leaves_the_crd_out_and_owned_mode_puts_it_in() {
 }
 
 #[test]
+fn an_owned_bundle_of_v1alpha2_carries_a_v1alpha2_example_and_validates() {
+    let dir = temp("owned-v1alpha2").join("2.0.0");
+    let opts = GenerateOptions { crd_version: "v1alpha2".into(), ..options("2.0.0", CrdMode::Owned) };
+    write_bundle(&dir, &bundle_files(&opts, &metadata(), &bundle_tool::crds::crd()).unwrap()).unwrap();
+    let csv: Value = serde_yaml::from_str(&std::fs::read_to_string(dir.join("manifests").join(CSV_FILE)).unwrap()).unwrap();
+    let examples: Value = serde_json::from_str(csv["metadata"]["annotations"]["alm-examples"].as_str().unwrap()).unwrap();
+    assert_eq!(examples[0]["apiVersion"], "models.titanml.co/v1alpha2");
+    let findings = bundle_tool::bundle::validate::validate(&dir);
+    std::fs::remove_dir_all(dir.parent().unwrap()).ok();
+    assert!(findings.iter().all(|f| f.severity != bundle_tool::bundle::validate::Severity::Error), "{findings:?}");
+}
+
+#[test]
 fn regenerating_an_identical_release_is_fine_and_a_different_one_is_refused_untouched() {
     let dir = temp("immutable").join("1.0.0");
     let files = bundle_files(&options("1.0.0", CrdMode::Shared), &metadata(), &bundle_tool::crds::crd()).unwrap();

@@ -14,8 +14,13 @@ use super::{annotations, CrdMode, CRD_FILE, CSV_FILE};
 use crate::error::ToolError;
 use crate::metadata::OperatorMetadata;
 
-/// The sample CR shipped as the CSV's `alm-examples`.
-const SAMPLE_CR: &str = include_str!("../../../config/samples/modelorchestra.yaml");
+/// The sample CR shipped as the CSV's `alm-examples`, per CRD version the bundle serves.
+fn sample_cr(crd_version: &str) -> &'static str {
+    match crd_version {
+        "v1alpha2" => include_str!("../../../config/samples/modelorchestra-v1alpha2.yaml"),
+        _ => include_str!("../../../config/samples/modelorchestra.yaml"),
+    }
+}
 
 #[derive(Debug, Clone)]
 pub struct GenerateOptions {
@@ -87,11 +92,17 @@ fn csv(opts: &GenerateOptions, meta: &OperatorMetadata, crd: &Value) -> Value {
     let version = &opts.version;
     let routing = default_routing_value(&version.to_string());
     let image = image_ref(&opts.image, version);
-    let deploy_opts = DeployOptions { namespace: String::new(), image: image.clone(), routing: routing.clone(), claim_unlabeled: opts.claim_unlabeled };
+    let deploy_opts = DeployOptions {
+        namespace: String::new(),
+        image: image.clone(),
+        routing: routing.clone(),
+        claim_unlabeled: opts.claim_unlabeled,
+        api_version: Some(opts.crd_version.clone()),
+    };
     let deployment = deploy::deployment(&deploy_opts);
     let role = rbac::cluster_role(&deploy_opts.name());
 
-    let mut example: Value = serde_yaml::from_str(SAMPLE_CR).expect("the sample CR is YAML");
+    let mut example: Value = serde_yaml::from_str(sample_cr(&opts.crd_version)).expect("the sample CR is YAML");
     example["metadata"]["labels"]["operatorVersion"] = json!(routing);
     // The short description: the first sentence of the first paragraph.
     let paragraph = meta.description.split("\n\n").next().unwrap_or_default().split_whitespace().collect::<Vec<_>>().join(" ");
@@ -146,7 +157,7 @@ fn csv(opts: &GenerateOptions, meta: &OperatorMetadata, crd: &Value) -> Value {
         "containerImage": image,
         "description": summary,
         "operators.operatorframework.io/builder": concat!("bundle-tool-v", env!("CARGO_PKG_VERSION")),
-        "models.titanml.co/crd-version": opts.crd_version,
+        crate::catalog::crd_versions::CRD_VERSION_ANNOTATION: opts.crd_version,
         "models.titanml.co/crd-mode": opts.crd_mode.as_str(),
         "models.titanml.co/routing": routing,
     });

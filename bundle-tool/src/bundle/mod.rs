@@ -2,6 +2,7 @@
 
 pub mod annotations;
 pub mod generate;
+pub mod release;
 pub mod validate;
 
 /// The CSV's file name in `manifests/`.

@@ -3,6 +3,7 @@
 //! ([`validate`]), and built into a catalog image ([`image`]).
 
 pub mod bundle;
+pub mod crd_versions;
 pub mod csvmeta;
 pub mod fbc;
 pub mod goenc;

@@ -31,7 +31,7 @@ KUBECTL ?= kubectl
 # Arguments for `make run`, e.g. RUN_ARGS="--routing v1".
 RUN_ARGS ?= --claim-unlabeled --metrics-addr 127.0.0.1:8080
 
-.PHONY: all build test lint render crd generate bench install uninstall deploy undeploy run cluster bench-operator bundle crds static bundle-build-push docker-build catalog catalog-build-push subscriptions bench-catalog
+.PHONY: all build test olm-drill lint render crd generate bench install uninstall deploy undeploy run cluster bench-operator bundle crds static bundle-build-push docker-build catalog catalog-build-push subscriptions bench-catalog
 
 all: build
 
@@ -46,6 +46,13 @@ test: lint
 	scripts/install-test-deps.sh
 	PATH="$(CURDIR)/target/tools/bin:$$PATH" $(CARGO) test --workspace
 	scripts/bundle-push-e2e.sh
+	scripts/olm-drill.sh
+
+## olm-drill: two operator lines (0.1.0 rebuilt from its release commit, and 1.0.0) installed
+## side by side by a real OLM v1 from a loopback registry, CRs routed by apiVersion, an
+## upgrade to 0.1.1, a release that would drop v1alpha1 refused (README: "Publishing a version")
+olm-drill:
+	scripts/olm-drill.sh
 
 ## lint: cargo fmt --check and clippy with warnings as errors
 lint:

@@ -2,7 +2,7 @@
 # Installs what the test suite needs that cargo does not build, into target/tools/ (and,
 # for Debian packages, the system). Idempotent: a second run is a quick no-op.
 #   - kubernetes-validate (PyPI): the real Kubernetes OpenAPI schemas, offline.
-#   - docker-registry, skopeo (Debian): a real OCI registry on 127.0.0.1 for bundle-tool's
+#   - docker-registry, skopeo, openssl (Debian): a real OCI registry on 127.0.0.1 for bundle-tool's
 #     pushes, and an independent client to check what was pushed.
 #   - the upstream Go programs (etcd, kube-apiserver, kube-controller-manager,
 #     kube-scheduler, kubectl, kwok, …) built from the pinned modules under tools/ into
@@ -25,6 +25,7 @@ ln -sf "$venv/bin/kubernetes-validate" "$tools/bin/kubernetes-validate"
 missing=()
 command -v docker-registry >/dev/null || missing+=(docker-registry)
 command -v skopeo >/dev/null || missing+=(skopeo)
+command -v openssl >/dev/null || missing+=(openssl)
 if ((${#missing[@]})); then
   echo "install-test-deps: apt-get install ${missing[*]}" >&2
   sudo_cmd=(); [ "$(id -u)" = 0 ] || sudo_cmd=(sudo)

@@ -242,6 +242,21 @@ for line in open(sys.argv[1]):
 print(" ".join(sorted(users)))
 PY
 }
+# managers NAMESPACE: the field managers of their patches (server-side applies).
+managers() {
+  python3 - "$audit" "$1" <<'PY'
+import json, sys, urllib.parse
+managers = set()
+for line in open(sys.argv[1]):
+    e = json.loads(line)
+    ref = e.get("objectRef") or {}
+    if e.get("verb") == "patch" and ref.get("namespace") == sys.argv[2] and e["user"]["username"].startswith("system:serviceaccount:model-orchestra-"):
+        query = urllib.parse.parse_qs(urllib.parse.urlparse(e["requestURI"]).query)
+        managers.update(query.get("fieldManager", ["(none)"]))
+print(" ".join(sorted(managers)))
+PY
+}
+release_of() { kubectl get -n "$1" "modelorchestra/$2" -o jsonpath='{.status.operatorVersion}'; }
 v0_user=system:serviceaccount:model-orchestra-v0:model-orchestra-operator-v0
 v1_user=system:serviceaccount:model-orchestra-v1:model-orchestra-operator-v1
 condition() { kubectl get -n "$1" "modelorchestra/$2" -o jsonpath="{.status.conditions[?(@.type==\"$3\")].$4}"; }
@@ -269,6 +284,8 @@ cr config/samples/modelorchestra.yaml drill-b unlabelled-v1alpha1 | kubectl appl
 cr config/samples/modelorchestra.yaml drill-c labelled-v0 v0 | kubectl apply -f - >/dev/null
 wait_for 120 "unlabelled v1alpha2 CR Ready" kubectl wait -n drill-a modelorchestra/unlabelled-v1alpha2 --for=condition=Ready --timeout=1s
 [ "$(writers drill-a)" = "$v1_user" ] || fail "drill-a written by: $(writers drill-a)"
+[ "$(managers drill-a)" = model-orchestra-operator ] || fail "drill-a written with field managers: $(managers drill-a)"
+[ "$(release_of drill-a unlabelled-v1alpha2)" = 1.0.0 ] || fail "drill-a's status names operator $(release_of drill-a unlabelled-v1alpha2)"
 step "the unlabelled v1alpha2 CR is the v1 line's: Ready ($(condition drill-a unlabelled-v1alpha2 Ready message))"
 # 0.1.0's RBAC lacks update on modelorchestras/finalizers, which an API server enforcing
 # owner-reference permissions (this one, and OpenShift's) requires of an owner reference
@@ -291,6 +308,7 @@ RBAC
 kubectl annotate -n drill-c modelorchestra/labelled-v0 drill/retry=1 >/dev/null
 wait_for 120 "labelled v0 CR Ready under 0.1.0" kubectl wait -n drill-c modelorchestra/labelled-v0 --for=condition=Ready --timeout=1s
 [ "$(writers drill-c)" = "$v0_user" ] || fail "drill-c written by: $(writers drill-c)"
+[ "$(release_of drill-c labelled-v0)" = 0.1.0 ] || fail "drill-c's status names operator $(release_of drill-c labelled-v0)"
 [ -z "$(writers drill-b)" ] || fail "the unlabelled v1alpha1 CR was written by $(writers drill-b) before a line routing it was installed"
 step "the labelled v1alpha1 CR is 0.1.0's: Ready; the unlabelled v1alpha1 CR waits (0.1.0 takes labelled CRs only; v1 leaves v1alpha1 writes alone)"
 
@@ -325,6 +343,8 @@ wait_for 120 "the unlabelled v1alpha1 CR Ready under 0.1.1" kubectl wait -n dril
 [ "$(writers drill-b)" = "$v0_user" ] || fail "drill-b written by: $(writers drill-b)"
 [ "$(writers drill-a)" = "$v1_user" ] || fail "drill-a written by: $(writers drill-a)"
 [ "$(writers drill-c)" = "$v0_user" ] || fail "drill-c written by: $(writers drill-c)"
+for ns in drill-b drill-c; do [ "$(managers $ns)" = model-orchestra-operator ] || fail "$ns written with field managers: $(managers $ns)"; done
+[ "$(release_of drill-c labelled-v0)" = 0.1.1 ] && [ "$(release_of drill-b unlabelled-v1alpha1)" = 0.1.1 ] || fail "the v0 CRs' status does not name 0.1.1"
 step "0.1.1 took over: the $(echo "$after" | wc -l) children of the v0 CR kept their UIDs, the edit made meanwhile applied; the unlabelled v1alpha1 CR is the v0 line's"
 
 # --- 6. a release that would break a line is refused before anything is pushed ---------

@@ -89,8 +89,14 @@ async fn bench() {
     let client = cluster.client().await.unwrap();
     apply(&client, &serde_json::to_value(model_orchestra::crd::crd()).unwrap()).await;
     apply(&client, &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})).await;
-    let options =
-        DeployOptions { namespace: OPERATOR_NAMESPACE.into(), image: "unused".into(), routing: "v0".into(), claim_unlabeled: true, api_version: None };
+    let options = DeployOptions {
+        namespace: OPERATOR_NAMESPACE.into(),
+        image: "unused".into(),
+        routing: "v0".into(),
+        claim_unlabeled: true,
+        api_version: None,
+        release: None,
+    };
     for object in model_orchestra::manifests::deploy::all(&options).into_iter().filter(|o| o["kind"] != "Deployment") {
         apply(&client, &object).await;
     }

@@ -93,7 +93,7 @@ fn execute(cli: Cli) -> anyhow::Result<()> {
         Command::Rbac { name } => print!("{}", model_orchestra::manifests::rbac::cluster_role_yaml(&name)),
         Command::Manifests { image, namespace, routing, claim_unlabeled, api_version } => {
             let routing = routing.unwrap_or_else(|| model_orchestra::reconcile::routing::default_routing_value(env!("CARGO_PKG_VERSION")));
-            let options = model_orchestra::manifests::deploy::DeployOptions { namespace, image, routing, claim_unlabeled, api_version };
+            let options = model_orchestra::manifests::deploy::DeployOptions { namespace, image, routing, claim_unlabeled, api_version, release: None };
             print!("{}", model_orchestra::manifests::deploy::all_yaml(&options));
         }
         Command::ValuesSchema { api_version } => {

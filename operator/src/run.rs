@@ -56,6 +56,10 @@ pub struct RunArgs {
     log_format: LogFormat,
     /// The ModelOrchestra version this line serves: it watches CRs at this version and
     /// renders them with that version's chart.
+    /// The release this operator was installed as (its bundle's version), reported in
+    /// `status.operatorVersion` [default: the binary's version].
+    #[arg(long, env = "MODEL_ORCHESTRA_RELEASE")]
+    release: Option<String>,
     #[arg(long, env = "MODEL_ORCHESTRA_API_VERSION", value_parser = ["v1alpha1", "v1alpha2"], default_value = "v1alpha1")]
     api_version: String,
     /// Render this chart directory instead of the embedded chart (its version must be
@@ -86,8 +90,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
 }
 
 async fn run_async(args: RunArgs) -> anyhow::Result<()> {
-    let version = env!("CARGO_PKG_VERSION");
-    let routing = args.routing.clone().unwrap_or_else(|| default_routing_value(version));
+    let version = args.release.clone().unwrap_or_else(|| env!("CARGO_PKG_VERSION").into());
+    let routing = args.routing.clone().unwrap_or_else(|| default_routing_value(&version));
     let identity = args.identity.clone().or_else(|| std::env::var("POD_NAME").ok()).unwrap_or_else(|| {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_else(|_| "localhost".into());
         format!("{}-{}", host.trim(), std::process::id())
@@ -157,6 +161,7 @@ async fn run_async(args: RunArgs) -> anyhow::Result<()> {
         resync: Duration::from_secs(args.resync_seconds),
         concurrency: args.concurrency,
         identity,
+        release: version.clone(),
     };
     let ready = health.clone();
     let result = controller::run(client, chart, settings, metrics, move || ready.ready.store(true, Ordering::Relaxed), stopped()).await;

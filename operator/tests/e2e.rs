@@ -585,6 +585,7 @@ async fn the_operators_own_deployment_is_admitted_and_runs_in_a_namespace_enforc
         routing: "v9".into(),
         claim_unlabeled: false,
         api_version: None,
+        release: None,
     };
     let objects = model_orchestra::manifests::deploy::all(&options);
     assert_eq!(objects[0]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"], "restricted", "the Namespace enforces restricted");

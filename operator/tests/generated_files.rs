@@ -66,6 +66,7 @@ fn checked_in_deploy_manifests_are_up_to_date() {
         routing: model_orchestra::reconcile::routing::default_routing_value(env!("CARGO_PKG_VERSION")),
         claim_unlabeled: true,
         api_version: None,
+        release: None,
     };
     assert!(
         repo_file("config/deploy/operator.yaml") == model_orchestra::manifests::deploy::all_yaml(&options),

@@ -98,6 +98,7 @@ fn csv(opts: &GenerateOptions, meta: &OperatorMetadata, crd: &Value) -> Value {
         routing: routing.clone(),
         claim_unlabeled: opts.claim_unlabeled,
         api_version: Some(opts.crd_version.clone()),
+        release: Some(version.to_string()),
     };
     let deployment = deploy::deployment(&deploy_opts);
     let role = rbac::cluster_role(&deploy_opts.name());

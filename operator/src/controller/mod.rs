@@ -35,6 +35,8 @@ pub struct Settings {
     pub resync: Duration,
     pub concurrency: u16,
     pub identity: String,
+    /// The release this operator was installed as, reported in `status.operatorVersion`.
+    pub release: String,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -171,7 +173,7 @@ async fn run_controller(
         routing: settings.routing.clone(),
         claim_unlabeled: settings.claim_unlabeled,
         resync: settings.resync,
-        operator_version: env!("CARGO_PKG_VERSION").into(),
+        operator_version: settings.release.clone(),
     };
     let view = reconciler::ClusterView { client: client.clone(), caches, pods, served };
     let ctx = Arc::new(Context::new(view, chart, reconcile_settings, metrics, recorder));

@@ -29,6 +29,8 @@ pub struct DeployOptions {
     /// The ModelOrchestra version this install serves (`--api-version`); `None` leaves
     /// the operator's default (`v1alpha1`).
     pub api_version: Option<String>,
+    /// The release installed (a bundle's version); `None` is the binary's own version.
+    pub release: Option<String>,
 }
 
 impl DeployOptions {
@@ -42,7 +44,7 @@ impl DeployOptions {
         [
             ("app.kubernetes.io/name", "model-orchestra-operator".to_string()),
             ("app.kubernetes.io/instance", self.name()),
-            ("app.kubernetes.io/version", env!("CARGO_PKG_VERSION").to_string()),
+            ("app.kubernetes.io/version", self.release.clone().unwrap_or_else(|| env!("CARGO_PKG_VERSION").into())),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
@@ -110,6 +112,9 @@ pub fn deployment(o: &DeployOptions) -> Deployment {
     }
     if let Some(version) = &o.api_version {
         envs.push(env("MODEL_ORCHESTRA_API_VERSION", version));
+    }
+    if let Some(release) = &o.release {
+        envs.push(env("MODEL_ORCHESTRA_RELEASE", release));
     }
     let quantity = |s: &str| Quantity(s.into());
     let container = Container {
@@ -189,7 +194,14 @@ mod tests {
     use super::*;
 
     fn opts() -> DeployOptions {
-        DeployOptions { namespace: "ops".into(), image: "registry.example/op:0.1.0".into(), routing: "v1".into(), claim_unlabeled: false, api_version: None }
+        DeployOptions {
+            namespace: "ops".into(),
+            image: "registry.example/op:0.1.0".into(),
+            routing: "v1".into(),
+            claim_unlabeled: false,
+            api_version: None,
+            release: None,
+        }
     }
 
     #[test]
@@ -232,5 +244,13 @@ mod tests {
         };
         assert_eq!(env_of(&opts()), None, "without one the operator keeps its default");
         assert_eq!(env_of(&DeployOptions { api_version: Some("v1alpha2".into()), ..opts() }).as_deref(), Some("v1alpha2"));
+    }
+
+    #[test]
+    fn a_release_is_named_in_the_version_label_and_passed_to_the_operator() {
+        let d = deployment(&DeployOptions { release: Some("1.0.0".into()), ..opts() });
+        assert_eq!(d.metadata.labels.unwrap()["app.kubernetes.io/version"], "1.0.0");
+        let envs = d.spec.unwrap().template.spec.unwrap().containers[0].env.clone().unwrap();
+        assert_eq!(envs.iter().find(|e| e.name == "MODEL_ORCHESTRA_RELEASE").and_then(|e| e.value.as_deref()), Some("1.0.0"));
     }
 }

@@ -339,7 +339,14 @@ pub fn crd_resource() -> kube::api::ApiResource {
 }
 
 pub fn deploy_options(routing: &str) -> DeployOptions {
-    DeployOptions { namespace: OPERATOR_NAMESPACE.into(), image: "unused".into(), routing: routing.into(), claim_unlabeled: false, api_version: None }
+    DeployOptions {
+        namespace: OPERATOR_NAMESPACE.into(),
+        image: "unused".into(),
+        routing: routing.into(),
+        claim_unlabeled: false,
+        api_version: None,
+        release: None,
+    }
 }
 
 /// The Namespace, ServiceAccount, ClusterRole and ClusterRoleBinding of `config/deploy`

@@ -29,11 +29,16 @@ pub fn check_compatible(new: &Value, bundles_dir: &Path) -> Vec<String> {
     let versions = || new["spec"]["versions"].as_array().into_iter().flatten();
     let storage: Vec<&str> = versions().filter(|v| v["storage"] == true).filter_map(|v| v["name"].as_str()).collect();
     if storage.len() != 1 {
-        problems.push(format!("the new CRD must mark exactly one version as storage, it marks {}: {storage:?}", storage.len()));
+        problems.push(format!(
+            "the new CRD must mark exactly one version as storage, it marks {}: {storage:?}",
+            storage.len()
+        ));
     }
     let listed: Vec<&str> = versions().filter_map(|v| v["name"].as_str()).collect();
-    let served: Vec<(&str, &Value)> =
-        versions().filter(|v| v["served"] == true).filter_map(|v| Some((v["name"].as_str()?, &v["schema"]["openAPIV3Schema"]))).collect();
+    let served: Vec<(&str, &Value)> = versions()
+        .filter(|v| v["served"] == true)
+        .filter_map(|v| Some((v["name"].as_str()?, &v["schema"]["openAPIV3Schema"])))
+        .collect();
     let Ok(entries) = std::fs::read_dir(bundles_dir) else { return problems };
     let mut dirs: Vec<_> = entries.filter_map(Result::ok).map(|e| e.path()).filter(|p| p.is_dir()).collect();
     dirs.sort();
@@ -41,10 +46,14 @@ pub fn check_compatible(new: &Value, bundles_dir: &Path) -> Vec<String> {
     for dir in dirs {
         let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
         if name == RELEASED_CRDS_DIR {
-            let mut files: Vec<_> = std::fs::read_dir(&dir).into_iter().flatten().filter_map(Result::ok).map(|e| e.path()).collect();
+            let mut files: Vec<_> =
+                std::fs::read_dir(&dir).into_iter().flatten().filter_map(Result::ok).map(|e| e.path()).collect();
             files.sort();
             for file in files.into_iter().filter(|f| f.extension().is_some_and(|e| e == "yaml")) {
-                let label = format!("bundles/{RELEASED_CRDS_DIR}/{}", file.file_name().and_then(|n| n.to_str()).unwrap_or_default());
+                let label = format!(
+                    "bundles/{RELEASED_CRDS_DIR}/{}",
+                    file.file_name().and_then(|n| n.to_str()).unwrap_or_default()
+                );
                 match std::fs::read_to_string(&file).ok().and_then(|t| serde_yaml::from_str::<Value>(&t).ok()) {
                     Some(crd) => released.push((label, crd)),
                     None => problems.push(format!("{label}: not a readable CRD")),
@@ -53,15 +62,19 @@ pub fn check_compatible(new: &Value, bundles_dir: &Path) -> Vec<String> {
             continue;
         }
         let csv_path = dir.join("manifests").join(CSV_FILE);
-        if let Some(csv) = std::fs::read_to_string(&csv_path).ok().and_then(|t| serde_yaml::from_str::<Value>(&t).ok()) {
-            if let Some(v) = csv["metadata"]["annotations"][crate::catalog::crd_versions::CRD_VERSION_ANNOTATION].as_str() {
+        if let Some(csv) = std::fs::read_to_string(&csv_path).ok().and_then(|t| serde_yaml::from_str::<Value>(&t).ok())
+        {
+            if let Some(v) =
+                csv["metadata"]["annotations"][crate::catalog::crd_versions::CRD_VERSION_ANNOTATION].as_str()
+            {
                 if !served.iter().any(|(name, _)| *name == v) {
                     problems.push(format!("bundles/{name} serves CRD version {v}, which the new CRD no longer serves"));
                 }
             }
         }
         let crd_path = dir.join("manifests").join(CRD_FILE);
-        if let Some(old) = std::fs::read_to_string(&crd_path).ok().and_then(|t| serde_yaml::from_str::<Value>(&t).ok()) {
+        if let Some(old) = std::fs::read_to_string(&crd_path).ok().and_then(|t| serde_yaml::from_str::<Value>(&t).ok())
+        {
             released.push((format!("bundles/{name}"), old));
         }
     }
@@ -77,7 +90,13 @@ pub fn check_compatible(new: &Value, bundles_dir: &Path) -> Vec<String> {
             let name = v["name"].as_str().unwrap_or_default();
             match served.iter().find(|(n, _)| *n == name) {
                 None => problems.push(format!("{release}: CRD version {name} is no longer served")),
-                Some((_, schema)) => schema_compatible(&v["schema"]["openAPIV3Schema"], schema, &format!("{release} {name}"), "", &mut problems),
+                Some((_, schema)) => schema_compatible(
+                    &v["schema"]["openAPIV3Schema"],
+                    schema,
+                    &format!("{release} {name}"),
+                    "",
+                    &mut problems,
+                ),
             }
         }
     }
@@ -96,7 +115,12 @@ fn schema_compatible(old: &Value, new: &Value, release: &str, path: &str, proble
         problems.push(format!("{release}: {} gained the required field {r}", display(path)));
     }
     if old["default"] != new["default"] {
-        problems.push(format!("{release}: {} changed its default from {} to {}", display(path), old["default"], new["default"]));
+        problems.push(format!(
+            "{release}: {} changed its default from {} to {}",
+            display(path),
+            old["default"],
+            new["default"]
+        ));
     }
     match (old["enum"].as_array(), new["enum"].as_array()) {
         (None, Some(_)) => problems.push(format!("{release}: {} gained an enum", display(path))),
@@ -130,7 +154,12 @@ fn schema_compatible(old: &Value, new: &Value, release: &str, path: &str, proble
             _ => false,
         };
         if tighter {
-            problems.push(format!("{release}: {} tightened {bound} from {} to {}", display(path), old[bound], new[bound]));
+            problems.push(format!(
+                "{release}: {} tightened {bound} from {} to {}",
+                display(path),
+                old[bound],
+                new[bound]
+            ));
         }
     }
     if let Some(props) = old["properties"].as_object() {
@@ -146,7 +175,13 @@ fn schema_compatible(old: &Value, new: &Value, release: &str, path: &str, proble
         schema_compatible(&old["items"], &new["items"], release, &format!("{path}[]"), problems);
     }
     if old["additionalProperties"].is_object() {
-        schema_compatible(&old["additionalProperties"], &new["additionalProperties"], release, &format!("{path}.*"), problems);
+        schema_compatible(
+            &old["additionalProperties"],
+            &new["additionalProperties"],
+            release,
+            &format!("{path}.*"),
+            problems,
+        );
     }
 }
 

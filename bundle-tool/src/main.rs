@@ -129,7 +129,14 @@ struct RegistryArgs {
 
 impl RegistryArgs {
     fn access(&self) -> Access {
-        Access { insecure: self.insecure, credentials: Credentials { username: self.username.clone(), password: self.password.clone(), docker_config: None } }
+        Access {
+            insecure: self.insecure,
+            credentials: Credentials {
+                username: self.username.clone(),
+                password: self.password.clone(),
+                docker_config: None,
+            },
+        }
     }
 }
 
@@ -218,11 +225,29 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Crds => print!("{}", serde_yaml::to_string(&bundle_tool::crds::crd())?),
-        Command::Bundle(BundleCommand::Generate { version, crd_version, channels, default_channel, image, crd_mode, claim_unlabeled, metadata, output }) => {
+        Command::Bundle(BundleCommand::Generate {
+            version,
+            crd_version,
+            channels,
+            default_channel,
+            image,
+            crd_mode,
+            claim_unlabeled,
+            metadata,
+            output,
+        }) => {
             let version = semver::Version::parse(version.trim_start_matches('v'))
                 .with_context(|| format!("--version {version}: not strict semver X.Y.Z (fix: e.g. --version 1.2.3)"))?;
             let meta = bundle_tool::metadata::load(&metadata)?;
-            let opts = GenerateOptions { version: version.clone(), crd_version, channels, default_channel, image, crd_mode, claim_unlabeled };
+            let opts = GenerateOptions {
+                version: version.clone(),
+                crd_version,
+                channels,
+                default_channel,
+                image,
+                crd_mode,
+                claim_unlabeled,
+            };
             let crd = bundle_tool::crds::crd();
             bundle_tool::crds::refuse_incompatible(&crd, &output)?;
             let files = bundle_files(&opts, &meta, &crd)?;
@@ -242,7 +267,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 Some(release) => {
                     bundle_tool::bundle::release::verify(&dir, &release)?;
                     for f in &findings {
-                        eprintln!("{}: released {} (commit {}), published as released: {f}", dir.display(), release.version, release.commit);
+                        eprintln!(
+                            "{}: released {} (commit {}), published as released: {f}",
+                            dir.display(),
+                            release.version,
+                            release.commit
+                        );
                     }
                 }
                 None => report(&dir, &findings)?,
@@ -251,7 +281,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             emit(&image, &output)?;
         }
         Command::Image(ImageCommand::Build { binary, ca_bundle, base, output }) => {
-            let bytes = std::fs::read(&binary).with_context(|| format!("{}: cannot read the operator binary", binary.display()))?;
+            let bytes = std::fs::read(&binary)
+                .with_context(|| format!("{}: cannot read the operator binary", binary.display()))?;
             let ca = std::fs::read(&ca_bundle).ok();
             if ca.is_none() {
                 eprintln!("warning: {}: no CA bundle; the image will trust no TLS certificates", ca_bundle.display());
@@ -260,12 +291,25 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let image = bundle_tool::image::operator_image(&bytes, ca.as_deref(), base.as_ref());
             emit(&image, &output)?;
         }
-        Command::Catalog(CatalogCommand::Render { template, output, output_format, migrate_level, bundles_dir, cache_dir, registry }) => {
-            let text = std::fs::read_to_string(&template).with_context(|| format!("{}: cannot read the template", template.display()))?;
+        Command::Catalog(CatalogCommand::Render {
+            template,
+            output,
+            output_format,
+            migrate_level,
+            bundles_dir,
+            cache_dir,
+            registry,
+        }) => {
+            let text = std::fs::read_to_string(&template)
+                .with_context(|| format!("{}: cannot read the template", template.display()))?;
             let sources = Sources { bundles_dir, access: registry.access(), cache_dir, ..Default::default() };
             let started = std::time::Instant::now();
-            let (catalog, provenance) = runtime()?.block_on(bundle_tool::catalog::render(&text, &template, &sources, migrate_level))?;
-            bundle_tool::catalog::write_output(output.as_deref(), &bundle_tool::catalog::encode(&catalog, output_format))?;
+            let (catalog, provenance) =
+                runtime()?.block_on(bundle_tool::catalog::render(&text, &template, &sources, migrate_level))?;
+            bundle_tool::catalog::write_output(
+                output.as_deref(),
+                &bundle_tool::catalog::encode(&catalog, output_format),
+            )?;
             if let Some(path) = &output {
                 eprintln!("wrote {}", path.display());
             }
@@ -282,8 +326,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             emit(&image, &output)?;
         }
         Command::Subscriptions { catalog_image, channel, namespace, olm, package, catalog_name, image_serves } => {
-            let (header, objects) =
-                bundle_tool::subscriptions::manifests(&SubscriptionOptions { catalog_image, channel, namespace, olm, package, catalog_name, image_serves })?;
+            let (header, objects) = bundle_tool::subscriptions::manifests(&SubscriptionOptions {
+                catalog_image,
+                channel,
+                namespace,
+                olm,
+                package,
+                catalog_name,
+                image_serves,
+            })?;
             eprint!("{header}");
             print!("{}", bundle_tool::subscriptions::to_yaml(&header, &objects));
         }

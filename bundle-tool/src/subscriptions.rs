@@ -47,7 +47,10 @@ pub fn manifests(o: &SubscriptionOptions) -> Result<(String, Vec<Value>), ToolEr
     let routing = routing_of(&o.channel).ok_or_else(|| ToolError::Field {
         file: "(command line)".into(),
         field: "--channel".into(),
-        message: format!("{:?} is not a channel of the semver template (<candidate|fast|stable>-v<MAJOR>[.<MINOR>])", o.channel),
+        message: format!(
+            "{:?} is not a channel of the semver template (<candidate|fast|stable>-v<MAJOR>[.<MINOR>])",
+            o.channel
+        ),
         fix: "e.g. --channel stable-v1".into(),
     })?;
     if !has_tag_or_digest(&o.catalog_image) {
@@ -125,7 +128,9 @@ fn installer_rules(extension: &str) -> Vec<Value> {
         json!({"apiGroups": [""], "resources": ["serviceaccounts", "services", "configmaps"], "verbs": all}),
     ];
     let operator = model_orchestra::manifests::rbac::cluster_role("installer-needs");
-    rules.extend(operator.rules.unwrap_or_default().into_iter().map(|r| serde_json::to_value(r).expect("PolicyRule serialises")));
+    rules.extend(
+        operator.rules.unwrap_or_default().into_iter().map(|r| serde_json::to_value(r).expect("PolicyRule serialises")),
+    );
     rules
 }
 

@@ -16,7 +16,11 @@ fn repo(path: &str) -> std::path::PathBuf {
 }
 
 fn render_as(template: &str, file: &Path, bundles_dir: &Path, objects: Objects) -> bundle_tool::catalog::fbc::Catalog {
-    let sources = Sources { bundles_dir: Some(bundles_dir.to_path_buf()), cache_dir: Some(std::env::temp_dir().join("bt-unused-cache")), ..Default::default() };
+    let sources = Sources {
+        bundles_dir: Some(bundles_dir.to_path_buf()),
+        cache_dir: Some(std::env::temp_dir().join("bt-unused-cache")),
+        ..Default::default()
+    };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(bundle_tool::catalog::render(template, file, &sources, objects)).unwrap().0
 }
@@ -38,7 +42,17 @@ fn two_bundles(work: &Path) -> (std::path::PathBuf, String) {
     let meta = repo("config/manifests/metadata.yaml");
     for v in ["1.0.0", "1.1.0"] {
         run(tool()
-            .args(["bundle", "generate", "--version", v, "--crd-mode", "owned", "--image", "registry.example.com/op", "--metadata"])
+            .args([
+                "bundle",
+                "generate",
+                "--version",
+                v,
+                "--crd-mode",
+                "owned",
+                "--image",
+                "registry.example.com/op",
+                "--metadata",
+            ])
             .arg(&meta)
             .arg("--output")
             .arg(work.join("bundles")));
@@ -56,10 +70,23 @@ fn a_rendered_bundle_carries_the_properties_and_related_images_opm_derives() {
     assert_eq!(b.image, "registry.example.com/op-bundle:v1.1.0", "the reference exactly as written");
     let types: Vec<&str> = b.properties.iter().map(|p| p.type_.as_str()).collect();
     // One olm.gvk per version the owned CRD serves.
-    assert_eq!(types, ["olm.gvk", "olm.gvk", "olm.package", "olm.bundle.object", "olm.bundle.object"], "sorted by type, objects last");
-    assert_eq!(b.properties[0].value, serde_json::json!({"group": "models.titanml.co", "kind": "ModelOrchestra", "version": "v1alpha1"}));
-    assert_eq!(b.properties[1].value, serde_json::json!({"group": "models.titanml.co", "kind": "ModelOrchestra", "version": "v1alpha2"}));
-    assert_eq!(b.properties[2].value, serde_json::json!({"packageName": "model-orchestra-operator", "version": "1.1.0"}));
+    assert_eq!(
+        types,
+        ["olm.gvk", "olm.gvk", "olm.package", "olm.bundle.object", "olm.bundle.object"],
+        "sorted by type, objects last"
+    );
+    assert_eq!(
+        b.properties[0].value,
+        serde_json::json!({"group": "models.titanml.co", "kind": "ModelOrchestra", "version": "v1alpha1"})
+    );
+    assert_eq!(
+        b.properties[1].value,
+        serde_json::json!({"group": "models.titanml.co", "kind": "ModelOrchestra", "version": "v1alpha2"})
+    );
+    assert_eq!(
+        b.properties[2].value,
+        serde_json::json!({"packageName": "model-orchestra-operator", "version": "1.1.0"})
+    );
     let kinds: Vec<String> = b.properties[3..]
         .iter()
         .map(|p| {
@@ -73,12 +100,18 @@ fn a_rendered_bundle_carries_the_properties_and_related_images_opm_derives() {
     assert_eq!(sorted_kinds, ["ClusterServiceVersion", "CustomResourceDefinition"]);
     let images: Vec<(&str, &str)> = b.related_images.iter().map(|r| (r.name.as_str(), r.image.as_str())).collect();
     // Sorted by image: "op-bundle:…" before "op:…" ('-' < ':').
-    assert_eq!(images, [("", "registry.example.com/op-bundle:v1.1.0"), ("model-orchestra-operator", "registry.example.com/op:v1.1.0")]);
+    assert_eq!(
+        images,
+        [("", "registry.example.com/op-bundle:v1.1.0"), ("model-orchestra-operator", "registry.example.com/op:v1.1.0")]
+    );
     let (stable, _) = &catalog.channels[0];
     assert_eq!(stable.name, "stable-v1");
     assert_eq!(stable.entries[1].replaces, "model-orchestra-operator.v1.0.0");
     let (pkg, _) = &catalog.packages[0];
-    assert!(pkg.description.contains("LLM inference") && pkg.icon.is_some(), "description and icon from the default channel head's CSV");
+    assert!(
+        pkg.description.contains("LLM inference") && pkg.icon.is_some(),
+        "description and icon from the default channel head's CSV"
+    );
 }
 
 #[test]
@@ -108,8 +141,13 @@ fn the_cli_writes_the_rendered_catalog_and_validates_it() {
     let file = work.0.join("operator_catalog.yaml");
     std::fs::write(&file, template).unwrap();
     let out = work.0.join("configs/model-orchestra-operator/catalog.yaml");
-    let rendered = run(tool().args(["catalog", "render"]).arg(&file).arg("--bundles-dir").arg(&bundles).arg("-o").arg(&out));
-    assert!(String::from_utf8_lossy(&rendered.stderr).contains("2 from bundle directories"), "{}", String::from_utf8_lossy(&rendered.stderr));
+    let rendered =
+        run(tool().args(["catalog", "render"]).arg(&file).arg("--bundles-dir").arg(&bundles).arg("-o").arg(&out));
+    assert!(
+        String::from_utf8_lossy(&rendered.stderr).contains("2 from bundle directories"),
+        "{}",
+        String::from_utf8_lossy(&rendered.stderr)
+    );
     run(tool().args(["catalog", "validate"]).arg(work.0.join("configs")));
 }
 
@@ -122,7 +160,10 @@ fn an_invalid_catalog_fails_validation_naming_object_and_rule() {
     let out = tool().args(["catalog", "validate"]).arg(work.0.join("configs")).output().unwrap();
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("olm.package \"acme\" [default-channel]") && stderr.contains("catalog.yaml (document 1)"), "{stderr}");
+    assert!(
+        stderr.contains("olm.package \"acme\" [default-channel]") && stderr.contains("catalog.yaml (document 1)"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -133,7 +174,11 @@ fn images_map_to_bundle_directories_by_their_version_tag() {
     assert!(sources.local_dir("registry.example.com/op-bundle:v1.0.0").is_some());
     assert!(sources.local_dir("registry.example.com/op-bundle:1.1.0").is_some(), "the v is optional");
     assert!(sources.local_dir("registry.example.com/op-bundle:v2.0.0").is_none(), "no such directory");
-    assert!(sources.local_dir("registry.example.com/op-bundle@sha256:0000000000000000000000000000000000000000000000000000000000000000").is_none());
+    assert!(sources
+        .local_dir(
+            "registry.example.com/op-bundle@sha256:0000000000000000000000000000000000000000000000000000000000000000"
+        )
+        .is_none());
 }
 
 #[test]
@@ -147,7 +192,11 @@ fn the_csv_metadata_migration_replaces_bundle_objects_with_one_csv_metadata_prop
     let meta = &b.properties[3].value;
     assert_eq!(meta["displayName"], "Model Orchestra");
     assert_eq!(meta["crdDescriptions"]["owned"][0]["kind"], "ModelOrchestra");
-    assert_eq!(meta["apiServiceDefinitions"], serde_json::json!({}), "Go writes its struct-typed fields even when empty");
+    assert_eq!(
+        meta["apiServiceDefinitions"],
+        serde_json::json!({}),
+        "Go writes its struct-typed fields even when empty"
+    );
     assert!(meta["installModes"].as_array().unwrap().iter().any(|m| m["type"] == "AllNamespaces"));
     assert!(meta.get("nativeAPIs").is_none());
 }

@@ -118,7 +118,11 @@ fn the_default_channel_must_be_set() {
 
 #[test]
 fn the_default_channel_must_exist() {
-    assert_rule(&valid().replace("defaultChannel: stable-v1", "defaultChannel: stable-v9"), "default-channel", "\"stable-v9\" does not exist");
+    assert_rule(
+        &valid().replace("defaultChannel: stable-v1", "defaultChannel: stable-v9"),
+        "default-channel",
+        "\"stable-v9\" does not exist",
+    );
 }
 
 #[test]
@@ -146,7 +150,11 @@ fn a_channel_lists_each_bundle_once() {
 
 #[test]
 fn every_entry_needs_its_bundle() {
-    assert_rule(&(valid() + &channel("fast-v1", "- name: acme.v1.2.0\n")), "entry-bundle", "no olm.bundle blobs found for entry \"acme.v1.2.0\"");
+    assert_rule(
+        &(valid() + &channel("fast-v1", "- name: acme.v1.2.0\n")),
+        "entry-bundle",
+        "no olm.bundle blobs found for entry \"acme.v1.2.0\"",
+    );
 }
 
 #[test]
@@ -156,7 +164,11 @@ fn every_bundle_appears_in_a_channel() {
 
 #[test]
 fn a_bundle_must_belong_to_a_known_package() {
-    assert_rule(&(valid() + &bundle("x.v1.0.0", "3.0.0").replace("package: acme\n", "package: nope\n")), "bundle-package", "unknown package \"nope\"");
+    assert_rule(
+        &(valid() + &bundle("x.v1.0.0", "3.0.0").replace("package: acme\n", "package: nope\n")),
+        "bundle-package",
+        "unknown package \"nope\"",
+    );
 }
 
 #[test]
@@ -166,7 +178,11 @@ fn bundle_names_are_unique_in_a_package() {
 
 #[test]
 fn a_bundle_has_exactly_one_matching_package_property() {
-    assert_rule(&valid().replace("{packageName: acme, version: 1.1.0}", "{packageName: other, version: 1.1.0}"), "package-property", "names \"other\"");
+    assert_rule(
+        &valid().replace("{packageName: acme, version: 1.1.0}", "{packageName: other, version: 1.1.0}"),
+        "package-property",
+        "names \"other\"",
+    );
     let two = valid().replace(
         "  value: {packageName: acme, version: 1.1.0}\n",
         "  value: {packageName: acme, version: 1.1.0}\n- type: olm.package\n  value: {packageName: acme, version: 1.1.0}\n",
@@ -187,14 +203,19 @@ fn versions_are_unique_across_the_package() {
 
 #[test]
 fn images_must_be_pull_specs() {
-    assert_rule(&valid().replace("image: quay.io/acme/bundle:v1.1.0", "image: 'quay.io/acme/bundle:v1.1.0 latest'"), "image", "not a valid pull spec");
+    assert_rule(
+        &valid().replace("image: quay.io/acme/bundle:v1.1.0", "image: 'quay.io/acme/bundle:v1.1.0 latest'"),
+        "image",
+        "not a valid pull spec",
+    );
 }
 
 #[test]
 fn a_channel_has_exactly_one_head() {
     let two_heads = valid().replace("  replaces: acme.v1.0.0\n", "");
     assert_rule(&two_heads, "one-head", "multiple channel heads found in graph: acme.v1.0.0, acme.v1.1.0");
-    let no_head = valid().replace("- name: acme.v1.0.0\n- name", "- name: acme.v1.0.0\n  replaces: acme.v1.1.0\n- name");
+    let no_head =
+        valid().replace("- name: acme.v1.0.0\n- name", "- name: acme.v1.0.0\n  replaces: acme.v1.1.0\n- name");
     assert_rule(&no_head, "one-head", "no channel head found");
 }
 
@@ -229,9 +250,18 @@ fn a_bundle_off_the_replaces_chain_and_not_skipped_is_stranded() {
 
 #[test]
 fn skip_entries_and_skip_ranges_must_be_well_formed() {
-    assert_rule(&valid().replace("  replaces: acme.v1.0.0\n", "  replaces: acme.v1.0.0\n  skips: ['']\n"), "skips", "empty skips item");
-    assert_rule(&valid().replace("  replaces: acme.v1.0.0\n", "  replaces: acme.v1.0.0\n  skipRange: '>=1.0 <1.1.0'\n"), "skip-range", "does not parse");
-    let ranged = valid().replace("  replaces: acme.v1.0.0\n", "  replaces: acme.v1.0.0\n  skipRange: '>=1.0.0 <1.1.0 || =0.9.0'\n");
+    assert_rule(
+        &valid().replace("  replaces: acme.v1.0.0\n", "  replaces: acme.v1.0.0\n  skips: ['']\n"),
+        "skips",
+        "empty skips item",
+    );
+    assert_rule(
+        &valid().replace("  replaces: acme.v1.0.0\n", "  replaces: acme.v1.0.0\n  skipRange: '>=1.0 <1.1.0'\n"),
+        "skip-range",
+        "does not parse",
+    );
+    let ranged = valid()
+        .replace("  replaces: acme.v1.0.0\n", "  replaces: acme.v1.0.0\n  skipRange: '>=1.0.0 <1.1.0 || =0.9.0'\n");
     assert_eq!(check(&ranged), vec![]);
     assert_opm_accepts(&ranged);
 }
@@ -246,12 +276,20 @@ fn deprecations_must_reference_objects_of_their_package() {
 
 #[test]
 fn a_channel_without_entries_is_rejected() {
-    assert_rule(&(valid() + "---\nschema: olm.channel\nname: fast-v1\npackage: acme\nentries: []\n"), "channel-bundles", "at least one bundle");
+    assert_rule(
+        &(valid() + "---\nschema: olm.channel\nname: fast-v1\npackage: acme\nentries: []\n"),
+        "channel-bundles",
+        "at least one bundle",
+    );
 }
 
 #[test]
 fn a_bundle_needs_an_image_unless_its_objects_are_inlined() {
-    assert_rule(&valid().replace("image: quay.io/acme/bundle:v1.1.0\n", "image: ''\n"), "image", "bundle image must be set");
+    assert_rule(
+        &valid().replace("image: quay.io/acme/bundle:v1.1.0\n", "image: ''\n"),
+        "image",
+        "bundle image must be set",
+    );
     let inlined = valid().replace(
         "image: quay.io/acme/bundle:v1.1.0\nproperties:\n",
         "image: ''\nproperties:\n- type: olm.bundle.object\n  value: {data: eyJraW5kIjoiQ29uZmlnTWFwIiwiYXBpVmVyc2lvbiI6InYxIn0=}\n",

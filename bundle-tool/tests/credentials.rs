@@ -46,8 +46,11 @@ fn basic(auth: RegistryAuth) -> Option<(String, String)> {
 #[test]
 fn a_per_registry_credential_helper_is_asked_first() {
     let dir = helpers();
-    let creds =
-        config(&dir, "helpers", r#"{"credHelpers": {"registry.example.com": "pass"}, "auths": {"registry.example.com": {"auth": "aW5saW5lOnVzZXI="}}}"#);
+    let creds = config(
+        &dir,
+        "helpers",
+        r#"{"credHelpers": {"registry.example.com": "pass"}, "auths": {"registry.example.com": {"auth": "aW5saW5lOnVzZXI="}}}"#,
+    );
     assert_eq!(basic(auth_for("registry.example.com", &creds).unwrap()), Some(("robot".into(), "s3cret".into())));
 }
 
@@ -75,7 +78,10 @@ fn a_failing_helper_is_an_error_naming_the_helper_and_the_fix() {
     let dir = helpers();
     let creds = config(&dir, "failing", r#"{"credHelpers": {"registry.example.com": "fails"}}"#);
     let err = auth_for("registry.example.com", &creds).unwrap_err().to_string();
-    assert!(err.contains("docker-credential-fails") && err.contains("keychain locked") && err.contains("fix:"), "{err}");
+    assert!(
+        err.contains("docker-credential-fails") && err.contains("keychain locked") && err.contains("fix:"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -37,7 +37,8 @@ fn temp(test: &str) -> PathBuf {
 #[test]
 fn every_released_bundle_is_byte_identical_to_its_release_record() {
     use sha2::{Digest, Sha256};
-    let record: serde_yaml::Value = serde_yaml::from_str(&std::fs::read_to_string(repo("bundles/releases.yaml")).unwrap()).unwrap();
+    let record: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(repo("bundles/releases.yaml")).unwrap()).unwrap();
     let releases = record["releases"].as_sequence().unwrap();
     assert!(!releases.is_empty());
     for release in releases {
@@ -45,12 +46,19 @@ fn every_released_bundle_is_byte_identical_to_its_release_record() {
         let commit = release["commit"].as_str().unwrap();
         assert_eq!(commit.len(), 40, "{version}: the release commit is a full SHA");
         let files = read_tree(&repo(&format!("bundles/{version}"))).unwrap();
-        let recorded: std::collections::BTreeMap<String, String> = serde_yaml::from_value(release["files"].clone()).unwrap();
-        let actual: std::collections::BTreeMap<String, String> =
-            files.iter().map(|(path, text)| (path.clone(), Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect())).collect();
+        let recorded: std::collections::BTreeMap<String, String> =
+            serde_yaml::from_value(release["files"].clone()).unwrap();
+        let actual: std::collections::BTreeMap<String, String> = files
+            .iter()
+            .map(|(path, text)| {
+                (path.clone(), Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect())
+            })
+            .collect();
         assert_eq!(actual, recorded, "bundles/{version} changed after its release (recorded in bundles/releases.yaml)");
         let crd = &release["crd"];
-        let file = crd["file"].as_str().unwrap_or_else(|| panic!("{version}: releases.yaml records the shared CRD it installed"));
+        let file = crd["file"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{version}: releases.yaml records the shared CRD it installed"));
         let text = std::fs::read(repo(&format!("bundles/{file}"))).unwrap();
         let sha: String = Sha256::digest(&text).iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(sha, crd["sha256"].as_str().unwrap(), "bundles/{file} changed after release {version}");
@@ -76,10 +84,17 @@ fn released_shared_crd(test: &str) -> PathBuf {
 fn a_crd_that_changes_a_released_shared_crd_version_is_refused() {
     let bundles = released_shared_crd("shared-changed");
     let mut changed = bundle_tool::crds::crd();
-    let version = changed["spec"]["versions"].as_array_mut().unwrap().iter_mut().find(|v| v["name"] == "v1alpha1").unwrap();
-    version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"].as_object_mut().unwrap().remove("applicationTemplate");
+    let version =
+        changed["spec"]["versions"].as_array_mut().unwrap().iter_mut().find(|v| v["name"] == "v1alpha1").unwrap();
+    version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        .as_object_mut()
+        .unwrap()
+        .remove("applicationTemplate");
     let problems = bundle_tool::crds::check_compatible(&changed, &bundles);
-    assert!(problems.iter().any(|p| p.contains("bundles/crds/0.1.0.yaml v1alpha1: .spec.applicationTemplate was removed")), "{problems:?}");
+    assert!(
+        problems.iter().any(|p| p.contains("bundles/crds/0.1.0.yaml v1alpha1: .spec.applicationTemplate was removed")),
+        "{problems:?}"
+    );
     std::fs::remove_dir_all(&bundles).ok();
 }
 
@@ -91,7 +106,10 @@ fn a_crd_that_stops_serving_a_released_shared_crd_version_is_refused() {
         version["served"] = false.into();
     }
     let problems = bundle_tool::crds::check_compatible(&dropped, &bundles);
-    assert!(problems.iter().any(|p| p == "bundles/crds/0.1.0.yaml: CRD version v1alpha1 is no longer served"), "{problems:?}");
+    assert!(
+        problems.iter().any(|p| p == "bundles/crds/0.1.0.yaml: CRD version v1alpha1 is no longer served"),
+        "{problems:?}"
+    );
     std::fs::remove_dir_all(&bundles).ok();
 }
 
@@ -126,8 +144,10 @@ fn an_owned_bundle_of_v1alpha2_carries_a_v1alpha2_example_and_validates() {
     let dir = temp("owned-v1alpha2").join("2.0.0");
     let opts = GenerateOptions { crd_version: "v1alpha2".into(), ..options("2.0.0", CrdMode::Owned) };
     write_bundle(&dir, &bundle_files(&opts, &metadata(), &bundle_tool::crds::crd()).unwrap()).unwrap();
-    let csv: Value = serde_yaml::from_str(&std::fs::read_to_string(dir.join("manifests").join(CSV_FILE)).unwrap()).unwrap();
-    let examples: Value = serde_json::from_str(csv["metadata"]["annotations"]["alm-examples"].as_str().unwrap()).unwrap();
+    let csv: Value =
+        serde_yaml::from_str(&std::fs::read_to_string(dir.join("manifests").join(CSV_FILE)).unwrap()).unwrap();
+    let examples: Value =
+        serde_json::from_str(csv["metadata"]["annotations"]["alm-examples"].as_str().unwrap()).unwrap();
     assert_eq!(examples[0]["apiVersion"], "models.titanml.co/v1alpha2");
     let findings = bundle_tool::bundle::validate::validate(&dir);
     std::fs::remove_dir_all(dir.parent().unwrap()).ok();
@@ -153,12 +173,19 @@ fn regenerating_an_identical_release_is_fine_and_a_different_one_is_refused_unto
 fn a_crd_that_drops_a_released_field_or_version_is_refused() {
     let bundles = temp("compat");
     let released = bundles.join("0.9.0");
-    write_bundle(&released, &bundle_files(&options("0.9.0", CrdMode::Owned), &metadata(), &bundle_tool::crds::crd()).unwrap()).unwrap();
+    write_bundle(
+        &released,
+        &bundle_files(&options("0.9.0", CrdMode::Owned), &metadata(), &bundle_tool::crds::crd()).unwrap(),
+    )
+    .unwrap();
     let current = bundle_tool::crds::crd();
     assert!(bundle_tool::crds::check_compatible(&current, &bundles).is_empty(), "the same CRD is compatible");
 
     let mut dropped = current.clone();
-    version_mut(&mut dropped, "v1alpha1")["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"].as_object_mut().unwrap().remove("gateway");
+    version_mut(&mut dropped, "v1alpha1")["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        .as_object_mut()
+        .unwrap()
+        .remove("gateway");
     let problems = bundle_tool::crds::check_compatible(&dropped, &bundles);
     assert!(problems.iter().any(|p| p.contains(".spec.gateway was removed")), "{problems:?}");
 
@@ -176,12 +203,19 @@ fn version_mut<'a>(crd: &'a mut Value, name: &str) -> &'a mut Value {
 
 /// The name of the CRD's storage version.
 fn storage_version(crd: &Value) -> String {
-    crd["spec"]["versions"].as_array().unwrap().iter().find(|v| v["storage"] == true).unwrap()["name"].as_str().unwrap().to_string()
+    crd["spec"]["versions"].as_array().unwrap().iter().find(|v| v["storage"] == true).unwrap()["name"]
+        .as_str()
+        .unwrap()
+        .to_string()
 }
 
 fn released_owned_crd(test: &str) -> PathBuf {
     let bundles = temp(test);
-    write_bundle(&bundles.join("0.9.0"), &bundle_files(&options("0.9.0", CrdMode::Owned), &metadata(), &bundle_tool::crds::crd()).unwrap()).unwrap();
+    write_bundle(
+        &bundles.join("0.9.0"),
+        &bundle_files(&options("0.9.0", CrdMode::Owned), &metadata(), &bundle_tool::crds::crd()).unwrap(),
+    )
+    .unwrap();
     bundles
 }
 
@@ -192,7 +226,10 @@ fn a_crd_that_drops_the_released_storage_version_is_refused() {
     let storage = storage_version(&moved);
     version_mut(&mut moved, &storage)["name"] = "v1beta1".into();
     let problems = bundle_tool::crds::check_compatible(&moved, &bundles);
-    assert!(problems.iter().any(|p| p.contains(&format!("{storage} was the storage version and must stay"))), "{problems:?}");
+    assert!(
+        problems.iter().any(|p| p.contains(&format!("{storage} was the storage version and must stay"))),
+        "{problems:?}"
+    );
 
     let mut two_storage = bundle_tool::crds::crd();
     let mut second = version_mut(&mut two_storage, &storage).clone();
@@ -221,8 +258,16 @@ fn the_cli_names_the_file_and_field_of_each_validation_error() {
     let dir = temp("cli");
     std::fs::create_dir_all(dir.join("manifests")).unwrap();
     std::fs::create_dir_all(dir.join("metadata")).unwrap();
-    std::fs::write(dir.join("metadata/annotations.yaml"), "annotations:\n  operators.operatorframework.io.bundle.mediatype.v1: registry+v1\n").unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_bundle-tool")).args(["bundle", "validate"]).arg(&dir).output().unwrap();
+    std::fs::write(
+        dir.join("metadata/annotations.yaml"),
+        "annotations:\n  operators.operatorframework.io.bundle.mediatype.v1: registry+v1\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_bundle-tool"))
+        .args(["bundle", "validate"])
+        .arg(&dir)
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(stderr.contains("metadata/annotations.yaml: annotations.operators.operatorframework.io.bundle.package.v1: missing annotation"), "{stderr}");

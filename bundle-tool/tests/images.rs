@@ -17,7 +17,10 @@ fn a_pushed_bundle_image_carries_the_annotations_as_labels_and_round_trips_throu
     let work = Temp::new("bundle");
     let dir = bundle(&work.0, "1.0.0");
     let reference = format!("{}/model-orchestra/bundle:v1.0.0", registry.addr);
-    let digest = String::from_utf8(run(tool().args(["bundle", "build"]).arg(&dir).args(["--push", &reference])).stdout).unwrap().trim().to_string();
+    let digest = String::from_utf8(run(tool().args(["bundle", "build"]).arg(&dir).args(["--push", &reference])).stdout)
+        .unwrap()
+        .trim()
+        .to_string();
 
     let inspect = skopeo(&["inspect", "--tls-verify=false", &format!("docker://{reference}")]);
     assert_eq!(inspect["Digest"], digest.as_str());
@@ -48,8 +51,16 @@ fn pushing_a_tag_that_names_different_content_is_refused_unless_forced() {
     let before = skopeo(&["inspect", "--tls-verify=false", &format!("docker://{reference}")])["Digest"].clone();
     let refused = tool().args(["bundle", "build"]).arg(&second).args(["--push", &reference]).output().unwrap();
     assert!(!refused.status.success());
-    assert!(String::from_utf8_lossy(&refused.stderr).contains("a published tag never changes"), "{}", String::from_utf8_lossy(&refused.stderr));
-    assert_eq!(skopeo(&["inspect", "--tls-verify=false", &format!("docker://{reference}")])["Digest"], before, "the tag is unchanged");
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("a published tag never changes"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    assert_eq!(
+        skopeo(&["inspect", "--tls-verify=false", &format!("docker://{reference}")])["Digest"],
+        before,
+        "the tag is unchanged"
+    );
     run(tool().args(["bundle", "build"]).arg(&second).args(["--push", &reference, "--force"]));
     assert_ne!(skopeo(&["inspect", "--tls-verify=false", &format!("docker://{reference}")])["Digest"], before);
 }
@@ -59,11 +70,18 @@ fn the_oci_layout_output_is_readable_by_skopeo_and_reproducible() {
     let work = Temp::new("layout");
     let dir = bundle(&work.0, "1.0.0");
     let layout = work.0.join("layout");
-    let digest = String::from_utf8(run(tool().args(["bundle", "build"]).arg(&dir).arg("--oci-layout").arg(&layout).args(["--tag", "v1.0.0"])).stdout).unwrap();
+    let digest = String::from_utf8(
+        run(tool().args(["bundle", "build"]).arg(&dir).arg("--oci-layout").arg(&layout).args(["--tag", "v1.0.0"]))
+            .stdout,
+    )
+    .unwrap();
     let inspect = skopeo(&["inspect", &format!("oci:{}:v1.0.0", layout.display())]);
     assert_eq!(inspect["Labels"]["operators.operatorframework.io.bundle.channels.v1"], "stable");
     assert_eq!(inspect["Digest"], digest.trim());
-    let again = String::from_utf8(run(tool().args(["bundle", "build"]).arg(&dir).arg("--oci-layout").arg(work.0.join("again"))).stdout).unwrap();
+    let again = String::from_utf8(
+        run(tool().args(["bundle", "build"]).arg(&dir).arg("--oci-layout").arg(work.0.join("again"))).stdout,
+    )
+    .unwrap();
     assert_eq!(digest, again, "same bundle, same digest");
 }
 
@@ -73,7 +91,11 @@ fn the_operator_image_runs_its_binary_as_a_non_root_entrypoint() {
     let work = Temp::new("operator");
     // The operator binary when the workspace built it (`make test`), else this crate's.
     let operator = Path::new(env!("CARGO_BIN_EXE_bundle-tool")).with_file_name("model-orchestra-operator");
-    let binary = if operator.exists() { operator.to_string_lossy().into_owned() } else { env!("CARGO_BIN_EXE_bundle-tool").to_string() };
+    let binary = if operator.exists() {
+        operator.to_string_lossy().into_owned()
+    } else {
+        env!("CARGO_BIN_EXE_bundle-tool").to_string()
+    };
     let binary = binary.as_str();
     let reference = format!("{}/model-orchestra/operator:v1.0.0", registry.addr);
     run(tool().args(["image", "build", "--binary", binary, "--push", &reference]));
@@ -93,7 +115,16 @@ fn an_image_built_on_a_pulled_base_keeps_its_layers_and_merges_its_config() {
     push_hand_made_base(&work.0, &base);
     let base_raw = skopeo(&["inspect", "--raw", "--tls-verify=false", &format!("docker://{base}")]);
     let reference = format!("{}/model-orchestra/operator:v1.0.0", registry.addr);
-    run(tool().args(["image", "build", "--binary", env!("CARGO_BIN_EXE_bundle-tool"), "--base", &base, "--push", &reference]));
+    run(tool().args([
+        "image",
+        "build",
+        "--binary",
+        env!("CARGO_BIN_EXE_bundle-tool"),
+        "--base",
+        &base,
+        "--push",
+        &reference,
+    ]));
 
     let raw = skopeo(&["inspect", "--raw", "--tls-verify=false", &format!("docker://{reference}")]);
     let layers = raw["layers"].as_array().unwrap();

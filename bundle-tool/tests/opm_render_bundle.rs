@@ -80,8 +80,18 @@ fn every_generated_bundle_image_renders_as_opm_renders_it() {
         let (content, _) = rt.block_on(sources.load(&b.image)).unwrap();
         for objects in [Objects::BundleObjects, Objects::CsvMetadata] {
             let ours = as_catalog(&content, &b.image, objects);
-            problems.extend(check(&b.label, &format!("image, yaml, {objects:?}"), &opm_render(f, Path::new(&b.image), "yaml", objects), &ours.to_yaml()));
-            problems.extend(check(&b.label, &format!("image, json, {objects:?}"), &opm_render(f, Path::new(&b.image), "json", objects), &ours.to_json()));
+            problems.extend(check(
+                &b.label,
+                &format!("image, yaml, {objects:?}"),
+                &opm_render(f, Path::new(&b.image), "yaml", objects),
+                &ours.to_yaml(),
+            ));
+            problems.extend(check(
+                &b.label,
+                &format!("image, json, {objects:?}"),
+                &opm_render(f, Path::new(&b.image), "json", objects),
+                &ours.to_json(),
+            ));
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
@@ -97,8 +107,18 @@ fn every_generated_bundle_directory_renders_as_opm_renders_it() {
         for objects in [Objects::BundleObjects, Objects::CsvMetadata] {
             // `opm render DIR` leaves the image empty.
             let ours = as_catalog(&content, "", objects);
-            problems.extend(check(&b.label, &format!("directory, yaml, {objects:?}"), &opm_render(f, &b.dir, "yaml", objects), &ours.to_yaml()));
-            problems.extend(check(&b.label, &format!("directory, json, {objects:?}"), &opm_render(f, &b.dir, "json", objects), &ours.to_json()));
+            problems.extend(check(
+                &b.label,
+                &format!("directory, yaml, {objects:?}"),
+                &opm_render(f, &b.dir, "yaml", objects),
+                &ours.to_yaml(),
+            ));
+            problems.extend(check(
+                &b.label,
+                &format!("directory, json, {objects:?}"),
+                &opm_render(f, &b.dir, "json", objects),
+                &ours.to_json(),
+            ));
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
@@ -120,7 +140,9 @@ fn an_owned_crd_missing_from_the_bundle_is_refused_by_both() {
     }
     let opm = outcome(&f.home.opm().args(["render", "-o", "yaml"]).arg(&dir).output().unwrap());
     assert!(opm.is_err(), "opm renders a bundle whose owned CRD is missing");
-    let content = BundleContent::annotations_from_files(bundle_tool::bundle::generate::read_tree(&dir).unwrap(), "missing-crd").unwrap();
+    let content =
+        BundleContent::annotations_from_files(bundle_tool::bundle::generate::read_tree(&dir).unwrap(), "missing-crd")
+            .unwrap();
     let ours = render(&content, "", Objects::BundleObjects);
     assert!(ours.is_err(), "bundle-tool renders a bundle opm refuses ({})", opm.unwrap_err());
 }

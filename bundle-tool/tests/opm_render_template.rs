@@ -14,7 +14,8 @@ use std::sync::OnceLock;
 use support::oracle::{self, first_difference, outcome, Home, Pool, Rng};
 use support::{tool, Temp};
 
-const README_CANDIDATE: &[&str] = &["0.1.0", "0.1.1", "0.1.2", "0.1.3", "0.2.0", "0.2.1", "0.2.2", "0.3.0", "1.0.0", "1.0.1", "1.1.0"];
+const README_CANDIDATE: &[&str] =
+    &["0.1.0", "0.1.1", "0.1.2", "0.1.3", "0.2.0", "0.2.1", "0.2.2", "0.3.0", "1.0.0", "1.0.1", "1.1.0"];
 const README_FAST: &[&str] = &["0.2.1", "0.2.2", "0.3.0", "1.0.1", "1.1.0"];
 const README_STABLE: &[&str] = &["1.0.1"];
 
@@ -97,7 +98,9 @@ fn fixture() -> &'static Fixture {
         std::fs::write(&annotations, text).unwrap();
         let other_package = format!("{}/pool/other:v1.1.0", pool.registry.addr);
         oracle::push_dir(&rt, &other, &other_package);
-        let loose = oracle::bundle_dir(&extra, "loose", "1.0.0", bundle_tool::bundle::CrdMode::Shared, false, |csv| csv["spec"]["version"] = "1.0".into());
+        let loose = oracle::bundle_dir(&extra, "loose", "1.0.0", bundle_tool::bundle::CrdMode::Shared, false, |csv| {
+            csv["spec"]["version"] = "1.0".into()
+        });
         let not_semver = format!("{}/pool/loose:v1.0", pool.registry.addr);
         oracle::push_dir(&rt, &loose, &not_semver);
         let cache = pool.registry.dir.join("cache");
@@ -207,8 +210,13 @@ fn the_checked_in_project_catalog_is_what_opm_renders_from_the_project_template(
     let file = work.0.join("operator_catalog.yaml");
     std::fs::write(&file, &localized).unwrap();
     let opm = opm_render(f, &file, "yaml", None).unwrap().replace(&local, upstream);
-    let checked_in = std::fs::read_to_string(root.join("catalog/configs/model-orchestra-operator/catalog.yaml")).unwrap();
-    assert!(opm == checked_in, "catalog/configs differs from opm's render of the template: {}", first_difference(&opm, &checked_in));
+    let checked_in =
+        std::fs::read_to_string(root.join("catalog/configs/model-orchestra-operator/catalog.yaml")).unwrap();
+    assert!(
+        opm == checked_in,
+        "catalog/configs differs from opm's render of the template: {}",
+        first_difference(&opm, &checked_in)
+    );
 }
 
 // --- semver_template.rs, case by case, with real images --------------------------------
@@ -228,29 +236,43 @@ fn major_channels_of_the_readme_example_render_as_opm() {
 fn minor_channels_of_the_readme_example_render_as_opm() {
     assert_renders_as_opm(
         "minor",
-        &template("generateMinorChannels: true\n", &[("candidate", README_CANDIDATE), ("fast", README_FAST), ("stable", README_STABLE)]),
+        &template(
+            "generateMinorChannels: true\n",
+            &[("candidate", README_CANDIDATE), ("fast", README_FAST), ("stable", README_STABLE)],
+        ),
     );
 }
 
 #[test]
 fn both_flags_false_render_as_opm() {
-    assert_renders_as_opm("no-flags", &template("generateMajorChannels: false\ngenerateMinorChannels: false\n", &[("stable", &["1.0.0", "1.1.0"])]));
+    assert_renders_as_opm(
+        "no-flags",
+        &template("generateMajorChannels: false\ngenerateMinorChannels: false\n", &[("stable", &["1.0.0", "1.1.0"])]),
+    );
 }
 
 #[test]
 fn both_kinds_with_a_major_preference_render_as_opm() {
     assert_renders_as_opm(
         "both-major",
-        &template("generateMajorChannels: true\ngenerateMinorChannels: true\ndefaultChannelTypePreference: major\n", &[("stable", &["2.0.0", "2.1.0"])]),
+        &template(
+            "generateMajorChannels: true\ngenerateMinorChannels: true\ndefaultChannelTypePreference: major\n",
+            &[("stable", &["2.0.0", "2.1.0"])],
+        ),
     );
 }
 
 #[test]
 fn a_tie_between_kinds_renders_as_opm_for_each_preference() {
-    for (i, pref) in ["defaultChannelTypePreference: major\n", "defaultChannelTypePreference: minor\n", ""].iter().enumerate() {
+    for (i, pref) in
+        ["defaultChannelTypePreference: major\n", "defaultChannelTypePreference: minor\n", ""].iter().enumerate()
+    {
         assert_renders_as_opm(
             &format!("tie-{i}"),
-            &template(&format!("generateMajorChannels: true\ngenerateMinorChannels: true\n{pref}"), &[("stable", &["1.0.0"])]),
+            &template(
+                &format!("generateMajorChannels: true\ngenerateMinorChannels: true\n{pref}"),
+                &[("stable", &["1.0.0"])],
+            ),
         );
     }
 }
@@ -259,23 +281,35 @@ fn a_tie_between_kinds_renders_as_opm_for_each_preference() {
 fn a_stable_bundle_wins_the_default_channel_as_in_opm() {
     assert_renders_as_opm(
         "stable-wins",
-        &template("generateMajorChannels: true\n", &[("candidate", &["3.0.0"]), ("fast", &["2.0.0"]), ("stable", &["1.0.0"])]),
+        &template(
+            "generateMajorChannels: true\n",
+            &[("candidate", &["3.0.0"]), ("fast", &["2.0.0"]), ("stable", &["1.0.0"])],
+        ),
     );
 }
 
 #[test]
 fn archetypes_keep_their_own_bundles_as_in_opm() {
-    assert_renders_as_opm("archetypes", &template("generateMajorChannels: true\n", &[("fast", &["1.0.0", "1.1.0"]), ("stable", &["1.0.0"])]));
+    assert_renders_as_opm(
+        "archetypes",
+        &template("generateMajorChannels: true\n", &[("fast", &["1.0.0", "1.1.0"]), ("stable", &["1.0.0"])]),
+    );
 }
 
 #[test]
 fn prereleases_render_as_opm() {
-    assert_renders_as_opm("prerelease", &template("generateMinorChannels: true\n", &[("stable", &["1.3.1", "1.3.1-alpha", "1.3.0"])]));
+    assert_renders_as_opm(
+        "prerelease",
+        &template("generateMinorChannels: true\n", &[("stable", &["1.3.1", "1.3.1-alpha", "1.3.0"])]),
+    );
 }
 
 #[test]
 fn build_metadata_renders_as_opm() {
-    assert_renders_as_opm("build", &template("generateMajorChannels: true\n", &[("stable", &["1.0.0+build.2", "1.1.0+build.1"])]));
+    assert_renders_as_opm(
+        "build",
+        &template("generateMajorChannels: true\n", &[("stable", &["1.0.0+build.2", "1.1.0+build.1"])]),
+    );
 }
 
 #[test]
@@ -283,7 +317,10 @@ fn skips_sorted_as_strings_render_as_opm() {
     let versions: Vec<String> = (0..=10).map(|m| format!("1.{m}.0")).collect();
     let refs: Vec<&str> = versions.iter().map(String::as_str).collect();
     assert_renders_as_opm("skips-11", &template("generateMajorChannels: true\n", &[("stable", &refs)]));
-    assert_renders_as_opm("skips-3", &template("generateMajorChannels: true\n", &[("stable", &["1.2.0", "1.10.0", "1.10.1"])]));
+    assert_renders_as_opm(
+        "skips-3",
+        &template("generateMajorChannels: true\n", &[("stable", &["1.2.0", "1.10.0", "1.10.1"])]),
+    );
 }
 
 #[test]
@@ -294,7 +331,13 @@ fn major_versions_stay_unlinked_as_in_opm() {
 #[test]
 fn capitalised_keys_render_as_opm() {
     let f = fixture();
-    assert_renders_as_opm("keys", &format!("Schema: olm.semver\nGenerateMajorChannels: true\nStable:\n  Bundles:\n  - Image: {}\n", f.pool.image("1.0.0")));
+    assert_renders_as_opm(
+        "keys",
+        &format!(
+            "Schema: olm.semver\nGenerateMajorChannels: true\nStable:\n  Bundles:\n  - Image: {}\n",
+            f.pool.image("1.0.0")
+        ),
+    );
 }
 
 #[test]
@@ -306,15 +349,24 @@ fn only_a_zero_prerelease_candidate_renders_as_opm_without_a_default_channel() {
 fn a_tie_at_zero_renders_as_opm() {
     assert_renders_as_opm(
         "zero-major",
-        &template("generateMajorChannels: true\ngenerateMinorChannels: true\ndefaultChannelTypePreference: major\n", &[("candidate", &["0.0.0"])]),
+        &template(
+            "generateMajorChannels: true\ngenerateMinorChannels: true\ndefaultChannelTypePreference: major\n",
+            &[("candidate", &["0.0.0"])],
+        ),
     );
-    assert_renders_as_opm("zero-unset", &template("generateMajorChannels: true\ngenerateMinorChannels: true\n", &[("candidate", &["0.0.0"])]));
+    assert_renders_as_opm(
+        "zero-unset",
+        &template("generateMajorChannels: true\ngenerateMinorChannels: true\n", &[("candidate", &["0.0.0"])]),
+    );
 }
 
 #[test]
 fn the_csv_metadata_migration_renders_as_opm() {
     let f = fixture();
-    let text = template("generateMajorChannels: true\ngenerateMinorChannels: true\n", &[("fast", &["1.0.0", "1.1.0"]), ("stable", &["1.0.0"])]);
+    let text = template(
+        "generateMajorChannels: true\ngenerateMinorChannels: true\n",
+        &[("fast", &["1.0.0", "1.1.0"]), ("stable", &["1.0.0"])],
+    );
     let work = Temp::new("migrate");
     for format in ["yaml", "json"] {
         if let Some(d) = compare(f, &work.0, &text, format, Some("bundle-object-to-csv-metadata")) {
@@ -326,25 +378,46 @@ fn the_csv_metadata_migration_renders_as_opm() {
 #[test]
 fn an_unknown_schema_is_rejected_by_both() {
     let f = fixture();
-    assert_rejected_by_both("schema", &format!("schema: olm.semver.v2\nstable: {{bundles: [{{image: {}}}]}}\n", f.pool.image("1.0.0")));
+    assert_rejected_by_both(
+        "schema",
+        &format!("schema: olm.semver.v2\nstable: {{bundles: [{{image: {}}}]}}\n", f.pool.image("1.0.0")),
+    );
 }
 
 #[test]
 fn a_preference_for_a_kind_not_generated_is_rejected_by_both() {
     let stable = |f: &Fixture| format!("stable: {{bundles: [{{image: {}}}]}}\n", f.pool.image("1.0.0"));
     let f = fixture();
-    assert_rejected_by_both("pref-major", &format!("schema: olm.semver\ndefaultChannelTypePreference: major\n{}", stable(f)));
-    assert_rejected_by_both("pref-minor", &format!("schema: olm.semver\ngenerateMajorChannels: true\ndefaultChannelTypePreference: minor\n{}", stable(f)));
-    assert_rejected_by_both("pref-patch", &format!("schema: olm.semver\ndefaultChannelTypePreference: patch\n{}", stable(f)));
+    assert_rejected_by_both(
+        "pref-major",
+        &format!("schema: olm.semver\ndefaultChannelTypePreference: major\n{}", stable(f)),
+    );
+    assert_rejected_by_both(
+        "pref-minor",
+        &format!("schema: olm.semver\ngenerateMajorChannels: true\ndefaultChannelTypePreference: minor\n{}", stable(f)),
+    );
+    assert_rejected_by_both(
+        "pref-patch",
+        &format!("schema: olm.semver\ndefaultChannelTypePreference: patch\n{}", stable(f)),
+    );
 }
 
 #[test]
 fn unknown_and_duplicate_keys_are_rejected_by_both() {
     let f = fixture();
     let image = f.pool.image("1.0.0");
-    assert_rejected_by_both("unknown-key", &format!("schema: olm.semver\navoidSkipPatch: true\nstable: {{bundles: [{{image: {image}}}]}}\n"));
-    assert_rejected_by_both("unknown-item-key", &format!("schema: olm.semver\nstable: {{bundles: [{{image: {image}, digest: x}}]}}\n"));
-    assert_rejected_by_both("duplicate-key", &format!("schema: olm.semver\nstable: {{bundles: [{{image: {image}}}]}}\nstable: {{}}\n"));
+    assert_rejected_by_both(
+        "unknown-key",
+        &format!("schema: olm.semver\navoidSkipPatch: true\nstable: {{bundles: [{{image: {image}}}]}}\n"),
+    );
+    assert_rejected_by_both(
+        "unknown-item-key",
+        &format!("schema: olm.semver\nstable: {{bundles: [{{image: {image}, digest: x}}]}}\n"),
+    );
+    assert_rejected_by_both(
+        "duplicate-key",
+        &format!("schema: olm.semver\nstable: {{bundles: [{{image: {image}}}]}}\nstable: {{}}\n"),
+    );
 }
 
 #[test]
@@ -362,7 +435,10 @@ fn a_bundle_of_another_package_is_rejected_by_both() {
 #[test]
 fn a_version_that_is_not_strict_semver_is_rejected_by_both() {
     let f = fixture();
-    assert_rejected_by_both("not-semver", &format!("schema: olm.semver\nstable:\n  bundles:\n  - image: {}\n", f.not_semver));
+    assert_rejected_by_both(
+        "not-semver",
+        &format!("schema: olm.semver\nstable:\n  bundles:\n  - image: {}\n", f.not_semver),
+    );
 }
 
 #[test]
@@ -372,7 +448,10 @@ fn a_template_without_bundles_is_rejected_by_both() {
 
 #[test]
 fn versions_differing_only_by_build_metadata_are_rejected_by_both() {
-    assert_rejected_by_both("build-clash", &template("generateMajorChannels: true\n", &[("stable", &["1.0.0+a", "1.0.0+b"])]));
+    assert_rejected_by_both(
+        "build-clash",
+        &template("generateMajorChannels: true\n", &[("stable", &["1.0.0+a", "1.0.0+b"])]),
+    );
 }
 
 // --- The generated corpus ---------------------------------------------------------------
@@ -484,9 +563,10 @@ fn corpus_case(f: &Fixture, dir: &Path, text: &str, direct_yaml: bool) -> (Vec<S
             if direct_yaml {
                 match opm_render(f, &file, "yaml", None) {
                     Ok(direct) if direct == opm_yaml => {}
-                    Ok(direct) => {
-                        problems.push(format!("opm's YAML from its JSON is not its render-template -o yaml: {}", first_difference(&direct, &opm_yaml)))
-                    }
+                    Ok(direct) => problems.push(format!(
+                        "opm's YAML from its JSON is not its render-template -o yaml: {}",
+                        first_difference(&direct, &opm_yaml)
+                    )),
                     Err(e) => problems.push(format!("opm render-template -o yaml fails where -o json worked: {e}")),
                 }
             }
@@ -508,7 +588,10 @@ fn a_generated_corpus_of_templates_renders_byte_for_byte_as_opm() {
         Ok(s) => s.parse().expect("BUNDLE_TOOL_CORPUS_SEED is a u64"),
         Err(_) => std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64,
     };
-    let size: usize = std::env::var("BUNDLE_TOOL_CORPUS_SIZE").ok().map(|s| s.parse().expect("BUNDLE_TOOL_CORPUS_SIZE is a number")).unwrap_or(200);
+    let size: usize = std::env::var("BUNDLE_TOOL_CORPUS_SIZE")
+        .ok()
+        .map(|s| s.parse().expect("BUNDLE_TOOL_CORPUS_SIZE is a number"))
+        .unwrap_or(200);
     eprintln!("corpus: {size} templates from seed {seed} (replay: BUNDLE_TOOL_CORPUS_SEED={seed})");
     let versions = corpus_versions();
     let mut rng = Rng::new(seed);

@@ -202,7 +202,8 @@ fn mutate(rng: &mut Rng, docs: &mut Vec<Value>) -> String {
                 ],
             );
             let message = if rng.chance(20) { "" } else { "gone" };
-            let reference = if name.is_empty() { json!({"schema": schema}) } else { json!({"schema": schema, "name": name}) };
+            let reference =
+                if name.is_empty() { json!({"schema": schema}) } else { json!({"schema": schema, "name": name}) };
             match docs.iter_mut().find(|d| d["schema"] == "olm.deprecations") {
                 Some(d) => d["entries"].as_array_mut().unwrap().push(json!({"reference": reference, "message": message})),
                 None => docs.push(json!({"schema": "olm.deprecations", "package": "acme", "entries": [{"reference": reference, "message": message}]})),
@@ -244,7 +245,8 @@ fn generated_broken_catalogs_get_the_same_verdict_from_opm_validate_and_catalog_
         Ok(s) => s.parse().expect("BUNDLE_TOOL_VALIDATE_SEED is a u64"),
         Err(_) => std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64,
     };
-    let size: usize = std::env::var("BUNDLE_TOOL_VALIDATE_SIZE").ok().map(|s| s.parse().expect("a number")).unwrap_or(150);
+    let size: usize =
+        std::env::var("BUNDLE_TOOL_VALIDATE_SIZE").ok().map(|s| s.parse().expect("a number")).unwrap_or(150);
     eprintln!("validate corpus: {size} catalogs from seed {seed} (replay: BUNDLE_TOOL_VALIDATE_SEED={seed})");
     let home = Home::new("opm-validate");
     let work = Temp::new("opm-validate");
@@ -260,14 +262,21 @@ fn generated_broken_catalogs_get_the_same_verdict_from_opm_validate_and_catalog_
         std::fs::write(dir.join("acme/catalog.yaml"), &text).unwrap();
         let opm = outcome(&home.opm().arg("validate").arg(&dir).output().expect("run opm"));
         let ours = match bundle_tool::catalog::fbc::load_dir(&dir) {
-            Ok(catalog) => bundle_tool::catalog::validate::validate(&catalog).iter().map(ToString::to_string).collect::<Vec<_>>(),
+            Ok(catalog) => {
+                bundle_tool::catalog::validate::validate(&catalog).iter().map(ToString::to_string).collect::<Vec<_>>()
+            }
             Err(e) => vec![e.to_string()],
         };
         rejected += usize::from(opm.is_err());
         match (&opm, ours.is_empty()) {
             (Ok(_), true) | (Err(_), false) => {}
-            (Ok(_), false) => failures.push(format!("catalog #{i} ({}): opm accepts, bundle-tool rejects: {}\n{text}", changes.join("; "), ours.join("; "))),
-            (Err(e), true) => failures.push(format!("catalog #{i} ({}): opm rejects, bundle-tool accepts: {e}\n{text}", changes.join("; "))),
+            (Ok(_), false) => failures.push(format!(
+                "catalog #{i} ({}): opm accepts, bundle-tool rejects: {}\n{text}",
+                changes.join("; "),
+                ours.join("; ")
+            )),
+            (Err(e), true) => failures
+                .push(format!("catalog #{i} ({}): opm rejects, bundle-tool accepts: {e}\n{text}", changes.join("; "))),
         }
         std::fs::remove_dir_all(&dir).ok();
     }
@@ -277,5 +286,8 @@ fn generated_broken_catalogs_get_the_same_verdict_from_opm_validate_and_catalog_
         failures.len(),
         failures.iter().take(5).cloned().collect::<Vec<_>>().join("\n\n")
     );
-    assert!(rejected * 4 > size && rejected < size, "{rejected} of {size} catalogs rejected: the mutations test too little (seed {seed})");
+    assert!(
+        rejected * 4 > size && rejected < size,
+        "{rejected} of {size} catalogs rejected: the mutations test too little (seed {seed})"
+    );
 }

@@ -133,10 +133,15 @@ fn awkward_document(control: bool) -> Value {
     // sign or point, and digits followed by letters or leading zeros — yaml.v2's key order is no total
     // order for those ("017" against "127.0.0.1:…", "a1a" < "a9" < "a10" < "a1a"), so
     // opm's own output changes from run to run (README).
-    for k in strings.iter().filter(|k| !k.is_empty() && *k != "<<" && !k.starts_with(|c: char| c.is_ascii_digit() || "+-.".contains(c))) {
+    for k in strings
+        .iter()
+        .filter(|k| !k.is_empty() && *k != "<<" && !k.starts_with(|c: char| c.is_ascii_digit() || "+-.".contains(c)))
+    {
         keys.insert(k.clone(), json!(1));
     }
-    for k in ["a10", "a9", "a_b", "aB", "Ab", "a.b", "a-b", "a0", "b", "B", "é", "z9z", "z10a", "x".repeat(130).as_str()] {
+    for k in
+        ["a10", "a9", "a_b", "aB", "Ab", "a.b", "a-b", "a0", "b", "B", "é", "z9z", "z10a", "x".repeat(130).as_str()]
+    {
         keys.insert(k.to_string(), json!(k));
     }
     json!({
@@ -160,7 +165,8 @@ fn catalog_text(format: &str) -> String {
         awkward_document(control),
     ];
     // Numbers spelled as Go spells them: opm keeps a loaded document's JSON text as it is.
-    let text: String = docs.iter().map(|d| bundle_tool::catalog::goenc::Node::from_value(d).compact(false) + "\n").collect();
+    let text: String =
+        docs.iter().map(|d| bundle_tool::catalog::goenc::Node::from_value(d).compact(false) + "\n").collect();
     text
 }
 
@@ -169,12 +175,19 @@ fn assert_written_as_opm_writes(format: &str) {
     let work = Temp::new(&format!("writer-{format}"));
     std::fs::create_dir_all(work.0.join("acme")).unwrap();
     std::fs::write(work.0.join("acme/catalog.json"), catalog_text(format)).unwrap();
-    let render = || outcome(&home.opm().args(["render", "-o", format]).arg(&work.0).output().unwrap()).unwrap_or_else(|e| panic!("opm render: {e}"));
+    let render = || {
+        outcome(&home.opm().args(["render", "-o", format]).arg(&work.0).output().unwrap())
+            .unwrap_or_else(|e| panic!("opm render: {e}"))
+    };
     let opm = render();
     // The oracle must be deterministic for this input (Go randomises map order).
     for _ in 0..3 {
         let again = render();
-        assert!(again == opm, "opm's {format} output changes from run to run for this catalog: {}", first_difference(&opm, &again));
+        assert!(
+            again == opm,
+            "opm's {format} output changes from run to run for this catalog: {}",
+            first_difference(&opm, &again)
+        );
     }
     let catalog = bundle_tool::catalog::fbc::load_dir(&work.0).unwrap();
     let ours = if format == "yaml" { catalog.to_yaml() } else { catalog.to_json() };

@@ -32,7 +32,11 @@ fn template(header: &str, sections: &[(&str, &[&str])]) -> String {
 }
 
 fn facts(sections: &[(&str, &[&str])]) -> BTreeMap<String, BundleFacts> {
-    sections.iter().flat_map(|(_, vs)| vs.iter()).map(|v| (image(v), BundleFacts { name: name(v), package: PKG.into(), version: v.to_string() })).collect()
+    sections
+        .iter()
+        .flat_map(|(_, vs)| vs.iter())
+        .map(|v| (image(v), BundleFacts { name: name(v), package: PKG.into(), version: v.to_string() }))
+        .collect()
 }
 
 fn render(header: &str, sections: &[(&str, &[&str])]) -> Result<Graph, SemverError> {
@@ -51,7 +55,10 @@ fn entries(c: &Channel) -> Vec<String> {
                 s.push_str(&format!(" <{}", e.replaces.trim_start_matches(&format!("{PKG}.v"))));
             }
             if !e.skips.is_empty() {
-                s.push_str(&format!(" !{}", e.skips.iter().map(|k| k.trim_start_matches(&format!("{PKG}.v"))).collect::<Vec<_>>().join(",")));
+                s.push_str(&format!(
+                    " !{}",
+                    e.skips.iter().map(|k| k.trim_start_matches(&format!("{PKG}.v"))).collect::<Vec<_>>().join(",")
+                ));
             }
             s
         })
@@ -59,14 +66,18 @@ fn entries(c: &Channel) -> Vec<String> {
 }
 
 fn channel<'a>(g: &'a Graph, n: &str) -> &'a Channel {
-    g.channels.iter().find(|c| c.name == n).unwrap_or_else(|| panic!("no channel {n} in {:?}", g.channels.iter().map(|c| &c.name).collect::<Vec<_>>()))
+    g.channels
+        .iter()
+        .find(|c| c.name == n)
+        .unwrap_or_else(|| panic!("no channel {n} in {:?}", g.channels.iter().map(|c| &c.name).collect::<Vec<_>>()))
 }
 
 fn names(g: &Graph) -> Vec<&str> {
     g.channels.iter().map(|c| c.name.as_str()).collect()
 }
 
-const README_CANDIDATE: &[&str] = &["0.1.0", "0.1.1", "0.1.2", "0.1.3", "0.2.0", "0.2.1", "0.2.2", "0.3.0", "1.0.0", "1.0.1", "1.1.0"];
+const README_CANDIDATE: &[&str] =
+    &["0.1.0", "0.1.1", "0.1.2", "0.1.3", "0.2.0", "0.2.1", "0.2.2", "0.3.0", "1.0.0", "1.0.1", "1.1.0"];
 const README_FAST: &[&str] = &["0.2.1", "0.2.2", "0.3.0", "1.0.1", "1.1.0"];
 const README_STABLE: &[&str] = &["1.0.1"];
 
@@ -101,8 +112,15 @@ fn major_channels_reproduce_the_opm_readme_example() {
 
 #[test]
 fn minor_channels_link_across_minor_lines() {
-    let g = render("generateMinorChannels: true\n", &[("candidate", README_CANDIDATE), ("fast", README_FAST), ("stable", README_STABLE)]).unwrap();
-    assert_eq!(entries(channel(&g, "candidate-v0.2")), ["0.2.0", "0.2.1", "0.2.2 <0.1.3 !0.1.0,0.1.1,0.1.2,0.2.0,0.2.1"]);
+    let g = render(
+        "generateMinorChannels: true\n",
+        &[("candidate", README_CANDIDATE), ("fast", README_FAST), ("stable", README_STABLE)],
+    )
+    .unwrap();
+    assert_eq!(
+        entries(channel(&g, "candidate-v0.2")),
+        ["0.2.0", "0.2.1", "0.2.2 <0.1.3 !0.1.0,0.1.1,0.1.2,0.2.0,0.2.1"]
+    );
     assert_eq!(entries(channel(&g, "candidate-v0.1")), ["0.1.0", "0.1.1", "0.1.2", "0.1.3 !0.1.0,0.1.1,0.1.2"]);
     assert_eq!(entries(channel(&g, "candidate-v1.1")), ["1.1.0 <1.0.1 !1.0.0"]);
     assert_eq!(g.default_channel, "stable-v1.0");
@@ -110,7 +128,8 @@ fn minor_channels_link_across_minor_lines() {
 
 #[test]
 fn both_flags_false_generate_minor_channels() {
-    let g = render("generateMajorChannels: false\ngenerateMinorChannels: false\n", &[("stable", &["1.0.0", "1.1.0"])]).unwrap();
+    let g = render("generateMajorChannels: false\ngenerateMinorChannels: false\n", &[("stable", &["1.0.0", "1.1.0"])])
+        .unwrap();
     assert_eq!(names(&g), ["stable-v1.0", "stable-v1.1"]);
     assert_eq!(g.default_channel, "stable-v1.1");
 }
@@ -118,8 +137,11 @@ fn both_flags_false_generate_minor_channels() {
 #[test]
 fn both_kinds_give_the_default_to_the_channel_whose_lowest_member_is_highest() {
     // Preference only breaks exact ties: stable-v2.1 (lowest 2.1.0) beats stable-v2 (lowest 2.0.0).
-    let g =
-        render("generateMajorChannels: true\ngenerateMinorChannels: true\ndefaultChannelTypePreference: major\n", &[("stable", &["2.0.0", "2.1.0"])]).unwrap();
+    let g = render(
+        "generateMajorChannels: true\ngenerateMinorChannels: true\ndefaultChannelTypePreference: major\n",
+        &[("stable", &["2.0.0", "2.1.0"])],
+    )
+    .unwrap();
     assert_eq!(names(&g), ["stable-v2", "stable-v2.0", "stable-v2.1"]);
     assert_eq!(g.default_channel, "stable-v2.1");
     assert_eq!(entries(channel(&g, "stable-v2")), ["2.0.0", "2.1.0 <2.0.0"]);
@@ -128,17 +150,30 @@ fn both_kinds_give_the_default_to_the_channel_whose_lowest_member_is_highest() {
 
 #[test]
 fn the_preference_breaks_a_tie_between_major_and_minor_channels() {
-    let major = render("generateMajorChannels: true\ngenerateMinorChannels: true\ndefaultChannelTypePreference: major\n", &[("stable", &["1.0.0"])]).unwrap();
+    let major = render(
+        "generateMajorChannels: true\ngenerateMinorChannels: true\ndefaultChannelTypePreference: major\n",
+        &[("stable", &["1.0.0"])],
+    )
+    .unwrap();
     assert_eq!(major.default_channel, "stable-v1");
-    let minor = render("generateMajorChannels: true\ngenerateMinorChannels: true\ndefaultChannelTypePreference: minor\n", &[("stable", &["1.0.0"])]).unwrap();
+    let minor = render(
+        "generateMajorChannels: true\ngenerateMinorChannels: true\ndefaultChannelTypePreference: minor\n",
+        &[("stable", &["1.0.0"])],
+    )
+    .unwrap();
     assert_eq!(minor.default_channel, "stable-v1.0");
-    let unset = render("generateMajorChannels: true\ngenerateMinorChannels: true\n", &[("stable", &["1.0.0"])]).unwrap();
+    let unset =
+        render("generateMajorChannels: true\ngenerateMinorChannels: true\n", &[("stable", &["1.0.0"])]).unwrap();
     assert_eq!(unset.default_channel, "stable-v1.0", "an unset preference is minor when minor channels are generated");
 }
 
 #[test]
 fn any_stable_bundle_makes_a_stable_channel_the_default() {
-    let g = render("generateMajorChannels: true\n", &[("candidate", &["3.0.0"]), ("fast", &["2.0.0"]), ("stable", &["1.0.0"])]).unwrap();
+    let g = render(
+        "generateMajorChannels: true\n",
+        &[("candidate", &["3.0.0"]), ("fast", &["2.0.0"]), ("stable", &["1.0.0"])],
+    )
+    .unwrap();
     assert_eq!(g.default_channel, "stable-v1");
 }
 
@@ -178,7 +213,11 @@ fn skips_are_sorted_as_strings_not_as_versions() {
     assert_eq!(head.replaces, name("1.9.0"));
     assert_eq!(head.skips[..3], [name("1.0.0"), name("1.1.0"), name("1.2.0")]);
     let g = render("generateMajorChannels: true\n", &[("stable", &["1.2.0", "1.10.0", "1.10.1"])]).unwrap();
-    assert_eq!(channel(&g, "stable-v1").entries.last().unwrap().skips, [name("1.10.0")], "1.10.1 replaces 1.2.0 and skips 1.10.0");
+    assert_eq!(
+        channel(&g, "stable-v1").entries.last().unwrap().skips,
+        [name("1.10.0")],
+        "1.10.1 replaces 1.2.0 and skips 1.10.0"
+    );
     assert_eq!(channel(&g, "stable-v1").entries.last().unwrap().replaces, name("1.2.0"));
 }
 
@@ -190,7 +229,8 @@ fn nothing_links_across_major_versions() {
 
 #[test]
 fn keys_are_matched_case_insensitively_like_the_opm_readme_writes_them() {
-    let t = "Schema: olm.semver\nGenerateMajorChannels: true\nStable:\n  Bundles:\n  - Image: quay.io/acme/bundle:v1.0.0\n";
+    let t =
+        "Schema: olm.semver\nGenerateMajorChannels: true\nStable:\n  Bundles:\n  - Image: quay.io/acme/bundle:v1.0.0\n";
     let parsed = parse(t, Path::new("t.yaml")).unwrap();
     let g = generate(&parsed, &facts(&[("stable", &["1.0.0"])])).unwrap();
     assert_eq!(g.default_channel, "stable-v1");
@@ -203,13 +243,21 @@ fn rejected(text: &str) -> String {
 #[test]
 fn an_unknown_schema_is_rejected() {
     let e = rejected("schema: olm.semver.v2\nstable: {bundles: [{image: a:v1.0.0}]}\n");
-    assert!(e.contains("unknown schema, should be \"olm.semver\"") && e.contains("catalog/operator_catalog.yaml"), "{e}");
+    assert!(
+        e.contains("unknown schema, should be \"olm.semver\"") && e.contains("catalog/operator_catalog.yaml"),
+        "{e}"
+    );
 }
 
 #[test]
 fn a_preference_for_a_kind_that_is_not_generated_is_rejected() {
     let e = rejected("schema: olm.semver\ndefaultChannelTypePreference: major\n");
-    assert!(e.contains("DefaultChannelTypePreference set to 'major' doesn't make sense if not generating major-version channels"), "{e}");
+    assert!(
+        e.contains(
+            "DefaultChannelTypePreference set to 'major' doesn't make sense if not generating major-version channels"
+        ),
+        "{e}"
+    );
     let e = rejected("schema: olm.semver\ngenerateMajorChannels: true\ndefaultChannelTypePreference: minor\n");
     assert!(e.contains("not generating minor-version channels"), "{e}");
     let e = rejected("schema: olm.semver\ndefaultChannelTypePreference: patch\n");
@@ -228,7 +276,8 @@ fn unknown_and_duplicate_keys_are_rejected() {
 
 #[test]
 fn the_same_bundle_twice_in_one_channel_type_is_rejected() {
-    let t = parse(&template("generateMajorChannels: true\n", &[("stable", &["1.0.0", "1.0.0"])]), Path::new("t.yaml")).unwrap();
+    let t = parse(&template("generateMajorChannels: true\n", &[("stable", &["1.0.0", "1.0.0"])]), Path::new("t.yaml"))
+        .unwrap();
     let err = generate(&t, &facts(&[("stable", &["1.0.0"])])).unwrap_err();
     assert!(matches!(err, SemverError::Duplicate { .. }), "{err}");
 }
@@ -257,14 +306,21 @@ fn a_template_without_bundles_is_rejected() {
 #[test]
 fn only_prerelease_zero_candidates_leave_no_default_channel() {
     let g = render("generateMajorChannels: true\n", &[("candidate", &["0.0.0-alpha"])]).unwrap();
-    assert_eq!(g.default_channel, "", "opm's high-water mark starts at candidate 0.0.0; catalog validate then rejects it");
+    assert_eq!(
+        g.default_channel, "",
+        "opm's high-water mark starts at candidate 0.0.0; catalog validate then rejects it"
+    );
 }
 
 #[test]
 fn with_both_kinds_the_preferred_kind_wins_a_tie_at_zero() {
     // A candidate 0.0.0 ties opm's starting mark on archetype and version; any kind beats
     // "none", and the preferred kind beats the other.
-    let g = render("generateMajorChannels: true\ngenerateMinorChannels: true\ndefaultChannelTypePreference: major\n", &[("candidate", &["0.0.0"])]).unwrap();
+    let g = render(
+        "generateMajorChannels: true\ngenerateMinorChannels: true\ndefaultChannelTypePreference: major\n",
+        &[("candidate", &["0.0.0"])],
+    )
+    .unwrap();
     assert_eq!(g.default_channel, "candidate-v0");
     let g = render("generateMajorChannels: true\ngenerateMinorChannels: true\n", &[("candidate", &["0.0.0"])]).unwrap();
     assert_eq!(g.default_channel, "candidate-v0.0");

@@ -21,7 +21,8 @@ impl Drop for Dir {
 }
 
 fn metadata() -> bundle_tool::metadata::OperatorMetadata {
-    bundle_tool::metadata::load(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../config/manifests/metadata.yaml"))).unwrap()
+    bundle_tool::metadata::load(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../config/manifests/metadata.yaml")))
+        .unwrap()
 }
 
 fn options(mode: CrdMode) -> GenerateOptions {
@@ -40,7 +41,8 @@ fn options(mode: CrdMode) -> GenerateOptions {
 fn bundle(test: &str) -> Dir {
     let dir = std::env::temp_dir().join(format!("bt-validate-{test}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    write_bundle(&dir, &bundle_files(&options(CrdMode::Owned), &metadata(), &bundle_tool::crds::crd()).unwrap()).unwrap();
+    write_bundle(&dir, &bundle_files(&options(CrdMode::Owned), &metadata(), &bundle_tool::crds::crd()).unwrap())
+        .unwrap();
     Dir(dir)
 }
 
@@ -57,12 +59,20 @@ fn edit_yaml(path: &Path, f: impl FnOnce(&mut serde_json::Value)) {
 /// operator-sdk's verdict on a bundle directory: (passed, its findings).
 fn operator_sdk(dir: &Path) -> (bool, Vec<String>) {
     let home = Home::new(&format!("validate-{}", dir.file_name().unwrap().to_string_lossy()));
-    let out =
-        home.operator_sdk().args(["bundle", "validate"]).arg(dir).args(["--select-optional", "suite=operatorframework"]).output().expect("run operator-sdk");
+    let out = home
+        .operator_sdk()
+        .args(["bundle", "validate"])
+        .arg(dir)
+        .args(["--select-optional", "suite=operatorframework"])
+        .output()
+        .expect("run operator-sdk");
     let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     (
         out.status.success(),
-        text.lines().filter(|l| l.contains("level=error") || l.contains("level=warning") || l.contains("level=fatal")).map(String::from).collect(),
+        text.lines()
+            .filter(|l| l.contains("level=error") || l.contains("level=warning") || l.contains("level=fatal"))
+            .map(String::from)
+            .collect(),
     )
 }
 
@@ -70,7 +80,9 @@ fn operator_sdk(dir: &Path) -> (bool, Vec<String>) {
 /// events.k8s.io `events` (the v1 API the operator records events with) is reported as a
 /// use of the removed v1beta1 API, because RBAC rules carry no version.
 fn justified(finding: &str) -> bool {
-    finding.contains("level=warning") && finding.contains("deprecated and removed in v1.25") && finding.contains("Migrate the API(s) for events:")
+    finding.contains("level=warning")
+        && finding.contains("deprecated and removed in v1.25")
+        && finding.contains("Migrate the API(s) for events:")
 }
 
 fn assert_sdk_rejects(d: &Dir) {
@@ -90,14 +102,21 @@ fn assert_error(d: &Dir, file: &str, field: &str, message: &str) {
 /// passes the bundle — if it starts rejecting it, this list is out of date.
 fn assert_error_operator_sdk_misses(d: &Dir, file: &str, field: &str, message: &str) {
     let (passed, findings) = operator_sdk(&d.0);
-    assert!(passed, "operator-sdk now rejects this bundle too; move the case to assert_error:\n{}", findings.join("\n"));
+    assert!(
+        passed,
+        "operator-sdk now rejects this bundle too; move the case to assert_error:\n{}",
+        findings.join("\n")
+    );
     assert_our_error(d, file, field, message);
 }
 
 fn assert_our_error(d: &Dir, file: &str, field: &str, message: &str) {
     let findings = validate(&d.0);
     assert!(
-        findings.iter().any(|f| f.severity == Severity::Error && f.file == file && f.field.contains(field) && f.message.contains(message)),
+        findings.iter().any(|f| f.severity == Severity::Error
+            && f.file == file
+            && f.field.contains(field)
+            && f.message.contains(message)),
         "expected an error on {file} {field} containing {message:?}, got:\n{}",
         findings.iter().map(|f| f.to_string()).collect::<Vec<_>>().join("\n")
     );
@@ -107,7 +126,11 @@ fn assert_our_error(d: &Dir, file: &str, field: &str, message: &str) {
 fn generated_bundles_are_valid_in_both_crd_modes_for_bundle_tool_and_operator_sdk() {
     for mode in [CrdMode::Owned, CrdMode::Shared] {
         for claim_unlabeled in [false, true] {
-            let dir = std::env::temp_dir().join(format!("bt-valid-{}-{claim_unlabeled}-{}", mode.as_str(), std::process::id()));
+            let dir = std::env::temp_dir().join(format!(
+                "bt-valid-{}-{claim_unlabeled}-{}",
+                mode.as_str(),
+                std::process::id()
+            ));
             let _ = std::fs::remove_dir_all(&dir);
             let opts = GenerateOptions { claim_unlabeled, ..options(mode) };
             write_bundle(&dir, &bundle_files(&opts, &metadata(), &bundle_tool::crds::crd()).unwrap()).unwrap();
@@ -116,7 +139,11 @@ fn generated_bundles_are_valid_in_both_crd_modes_for_bundle_tool_and_operator_sd
             assert!(findings.is_empty(), "{mode:?}, claim_unlabeled {claim_unlabeled}: {findings:?}");
             let (passed, sdk) = operator_sdk(&d.0);
             let unjustified: Vec<&String> = sdk.iter().filter(|f| !justified(f)).collect();
-            assert!(passed && unjustified.is_empty(), "{mode:?}, claim_unlabeled {claim_unlabeled}: operator-sdk: {}", sdk.join("\n"));
+            assert!(
+                passed && unjustified.is_empty(),
+                "{mode:?}, claim_unlabeled {claim_unlabeled}: operator-sdk: {}",
+                sdk.join("\n")
+            );
         }
     }
 }
@@ -140,28 +167,36 @@ fn a_missing_required_annotation_is_an_error() {
 #[test]
 fn a_media_type_other_than_registry_v1_is_an_error() {
     let d = bundle("mediatype");
-    edit_yaml(&d.0.join("metadata/annotations.yaml"), |v| v["annotations"]["operators.operatorframework.io.bundle.mediatype.v1"] = "plain".into());
+    edit_yaml(&d.0.join("metadata/annotations.yaml"), |v| {
+        v["annotations"]["operators.operatorframework.io.bundle.mediatype.v1"] = "plain".into()
+    });
     assert_error(&d, "metadata/annotations.yaml", "mediatype", "expected \"registry+v1\"");
 }
 
 #[test]
 fn empty_channels_are_an_error() {
     let d = bundle("channels");
-    edit_yaml(&d.0.join("metadata/annotations.yaml"), |v| v["annotations"]["operators.operatorframework.io.bundle.channels.v1"] = "".into());
+    edit_yaml(&d.0.join("metadata/annotations.yaml"), |v| {
+        v["annotations"]["operators.operatorframework.io.bundle.channels.v1"] = "".into()
+    });
     assert_error(&d, "metadata/annotations.yaml", "channels.v1", "non-empty");
 }
 
 #[test]
 fn a_default_channel_outside_the_channels_is_an_error() {
     let d = bundle("default-channel");
-    edit_yaml(&d.0.join("metadata/annotations.yaml"), |v| v["annotations"]["operators.operatorframework.io.bundle.channel.default.v1"] = "beta".into());
+    edit_yaml(&d.0.join("metadata/annotations.yaml"), |v| {
+        v["annotations"]["operators.operatorframework.io.bundle.channel.default.v1"] = "beta".into()
+    });
     assert_error_operator_sdk_misses(&d, "metadata/annotations.yaml", "channel.default.v1", "not one of the channels");
 }
 
 #[test]
 fn a_package_name_that_is_not_a_dns_label_is_an_error() {
     let d = bundle("package-name");
-    edit_yaml(&d.0.join("metadata/annotations.yaml"), |v| v["annotations"]["operators.operatorframework.io.bundle.package.v1"] = "model.orchestra".into());
+    edit_yaml(&d.0.join("metadata/annotations.yaml"), |v| {
+        v["annotations"]["operators.operatorframework.io.bundle.package.v1"] = "model.orchestra".into()
+    });
     assert_error_operator_sdk_misses(&d, "metadata/annotations.yaml", "package.v1", "DNS-1123 label");
 }
 
@@ -190,7 +225,8 @@ fn two_objects_in_one_file_are_an_error() {
 #[test]
 fn an_unsupported_kind_is_an_error() {
     let d = bundle("kind");
-    std::fs::write(d.0.join("manifests/deploy.yaml"), "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: a}\n").unwrap();
+    std::fs::write(d.0.join("manifests/deploy.yaml"), "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: a}\n")
+        .unwrap();
     assert_error(&d, "manifests/deploy.yaml", "kind", "not a kind a bundle may contain");
 }
 
@@ -233,9 +269,15 @@ fn a_csv_without_all_namespaces_support_is_an_error() {
 fn required_crds_are_an_error_because_olm_v1_refuses_dependencies() {
     let d = bundle("required");
     edit_yaml(&csv_path(&d), |v| {
-        v["spec"]["customresourcedefinitions"]["required"] = serde_json::json!([{"name": "x.example.com", "version": "v1", "kind": "X"}])
+        v["spec"]["customresourcedefinitions"]["required"] =
+            serde_json::json!([{"name": "x.example.com", "version": "v1", "kind": "X"}])
     });
-    assert_error_operator_sdk_misses(&d, &format!("manifests/{CSV_FILE}"), "customresourcedefinitions.required", "OLM v1 refuses");
+    assert_error_operator_sdk_misses(
+        &d,
+        &format!("manifests/{CSV_FILE}"),
+        "customresourcedefinitions.required",
+        "OLM v1 refuses",
+    );
 }
 
 #[test]
@@ -264,7 +306,11 @@ fn a_crd_the_csv_does_not_own_is_an_error() {
 #[test]
 fn a_service_account_named_like_the_deployments_is_an_error() {
     let d = bundle("sa");
-    std::fs::write(d.0.join("manifests/sa.yaml"), "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: model-orchestra-operator-v1}\n").unwrap();
+    std::fs::write(
+        d.0.join("manifests/sa.yaml"),
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: model-orchestra-operator-v1}\n",
+    )
+    .unwrap();
     assert_error(&d, "manifests/sa.yaml", "metadata.name", "clashes");
 }
 
@@ -272,7 +318,10 @@ fn a_service_account_named_like_the_deployments_is_an_error() {
 fn an_example_of_an_api_the_bundle_does_not_provide_is_an_error() {
     let d = bundle("alm-provided");
     edit_yaml(&csv_path(&d), |v| {
-        let examples = v["metadata"]["annotations"]["alm-examples"].as_str().unwrap().replace("\"kind\":\"ModelOrchestra\"", "\"kind\":\"Other\"");
+        let examples = v["metadata"]["annotations"]["alm-examples"]
+            .as_str()
+            .unwrap()
+            .replace("\"kind\":\"ModelOrchestra\"", "\"kind\":\"Other\"");
         v["metadata"]["annotations"]["alm-examples"] = examples.into();
     });
     assert_error(&d, &format!("manifests/{CSV_FILE}"), "alm-examples[0]", "example must have a provided API");
@@ -298,6 +347,10 @@ fn a_bundle_over_the_compressed_size_limit_is_an_error() {
             char::from(b'a' + (x % 26) as u8)
         })
         .collect();
-    std::fs::write(d.0.join("manifests/big.yaml"), format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: big}}\ndata: {{x: {noise}}}\n")).unwrap();
+    std::fs::write(
+        d.0.join("manifests/big.yaml"),
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: big}}\ndata: {{x: {noise}}}\n"),
+    )
+    .unwrap();
     assert_error(&d, "manifests/", "", "maximum bundle compressed size");
 }

@@ -53,7 +53,8 @@ impl AuditEvent {
     /// A request that changes state: create, update, patch, delete, deletecollection — not
     /// a dry run (which the server answers without persisting anything).
     pub fn is_write(&self) -> bool {
-        matches!(self.verb.as_str(), "create" | "update" | "patch" | "delete" | "deletecollection") && !self.is_dry_run()
+        matches!(self.verb.as_str(), "create" | "update" | "patch" | "delete" | "deletecollection")
+            && !self.is_dry_run()
     }
 
     pub fn is_dry_run(&self) -> bool {
@@ -107,7 +108,11 @@ impl AuditLog {
         }
         // The last line may still be being written: only whole lines count.
         let whole = text.rfind('\n').map_or("", |end| &text[..end]);
-        whole.lines().filter_map(|l| serde_json::from_str::<AuditEvent>(l).ok()).filter(|e| e.stage == "ResponseComplete").collect()
+        whole
+            .lines()
+            .filter_map(|l| serde_json::from_str::<AuditEvent>(l).ok())
+            .filter(|e| e.stage == "ResponseComplete")
+            .collect()
     }
 
     pub fn all(&self) -> Vec<AuditEvent> {

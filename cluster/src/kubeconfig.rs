@@ -52,15 +52,15 @@ pub fn with_token(base: &Path, token: &str, server: Option<&str>, namespace: &st
     let context_name = kc.current_context.clone().unwrap_or_default();
     let context = kc.contexts.iter().find(|c| c.name == context_name).and_then(|c| c.context.clone());
     let cluster_name = context.map(|c| c.cluster).unwrap_or_default();
-    let cluster = kc
-        .clusters
-        .iter()
-        .find(|c| c.name == cluster_name)
-        .and_then(|c| c.cluster.clone())
-        .ok_or_else(|| Error::Io { path: base.to_path_buf(), source: std::io::Error::other("no cluster for the current context") })?;
+    let cluster =
+        kc.clusters.iter().find(|c| c.name == cluster_name).and_then(|c| c.cluster.clone()).ok_or_else(|| {
+            Error::Io { path: base.to_path_buf(), source: std::io::Error::other("no cluster for the current context") }
+        })?;
     let ca = match (&cluster.certificate_authority_data, &cluster.certificate_authority) {
         (Some(data), _) => {
-            let bytes = base64::engine::general_purpose::STANDARD.decode(data).map_err(|e| Error::io(base, std::io::Error::other(e)))?;
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(data)
+                .map_err(|e| Error::io(base, std::io::Error::other(e)))?;
             String::from_utf8_lossy(&bytes).into_owned()
         }
         (None, Some(file)) => std::fs::read_to_string(file).map_err(|e| Error::io(Path::new(file), e))?,
@@ -75,7 +75,10 @@ pub async fn service_account_token(client: &kube::Client, namespace: &str, name:
     use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
     use k8s_openapi::api::core::v1::ServiceAccount;
     let accounts: kube::Api<ServiceAccount> = kube::Api::namespaced(client.clone(), namespace);
-    let request = TokenRequest { spec: TokenRequestSpec { expiration_seconds: Some(86_400), ..Default::default() }, ..Default::default() };
+    let request = TokenRequest {
+        spec: TokenRequestSpec { expiration_seconds: Some(86_400), ..Default::default() },
+        ..Default::default()
+    };
     let token = accounts.create_token_request(name, &Default::default(), &request).await?;
     Ok(token.status.map(|s| s.token).unwrap_or_default())
 }

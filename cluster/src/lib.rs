@@ -104,7 +104,8 @@ impl Cluster {
         let result = SHARED.get_or_init(|| {
             // On a thread of its own: the caller may be inside an async runtime.
             std::thread::spawn(|| {
-                let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
+                let runtime =
+                    tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
                 runtime.block_on(Cluster::start(Options::default())).map_err(|e| e.to_string())
             })
             .join()
@@ -144,7 +145,8 @@ impl Cluster {
 
         pki.serving("apiserver")?;
         let audit_policy = dir.join("audit-policy.yaml");
-        std::fs::write(&audit_policy, include_str!("../config/audit-policy.yaml")).map_err(|e| Error::io(&audit_policy, e))?;
+        std::fs::write(&audit_policy, include_str!("../config/audit-policy.yaml"))
+            .map_err(|e| Error::io(&audit_policy, e))?;
         let audit_log = dir.join("audit.log");
         let api_port = port()?;
         let server = format!("https://127.0.0.1:{api_port}");
@@ -244,11 +246,20 @@ impl Cluster {
         // Pods need their namespace's `default` ServiceAccount (the controller manager's
         // serviceaccount controller makes it): wait for the first one to know it runs.
         let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), "default");
-        cluster.wait_for("the default ServiceAccount exists", || async { accounts.get_opt("default").await.ok().flatten().map(drop) }).await?;
+        cluster
+            .wait_for("the default ServiceAccount exists", || async {
+                accounts.get_opt("default").await.ok().flatten().map(drop)
+            })
+            .await?;
         if options.keep_dir {
             process::forget_dir(&cluster.dir);
         }
-        eprintln!("local-cluster: {} up in {:.1} s (logs and audit log in {})", cluster.server, started.elapsed().as_secs_f64(), cluster.dir.display());
+        eprintln!(
+            "local-cluster: {} up in {:.1} s (logs and audit log in {})",
+            cluster.server,
+            started.elapsed().as_secs_f64(),
+            cluster.dir.display()
+        );
         Ok(cluster)
     }
 
@@ -270,7 +281,13 @@ impl Cluster {
     /// Writes a kubeconfig that authenticates as the ServiceAccount `namespace/name` with a
     /// fresh bound token, so its RBAC is what the API server enforces. `server` overrides
     /// the API server address (e.g. a [`proxy::FaultProxy`]'s).
-    pub async fn service_account_kubeconfig(&self, namespace: &str, name: &str, path: &Path, server: Option<&str>) -> Result<(), Error> {
+    pub async fn service_account_kubeconfig(
+        &self,
+        namespace: &str,
+        name: &str,
+        path: &Path,
+        server: Option<&str>,
+    ) -> Result<(), Error> {
         let token = kubeconfig::service_account_token(&self.client().await?, namespace, name).await?;
         kubeconfig::write(path, server.unwrap_or(&self.server), &self.ca_pem, Credentials::Token(&token), namespace)
     }
@@ -323,11 +340,22 @@ impl Cluster {
         self.wait_for("every node is Ready and schedulable", || async {
             let list = api.list(&Default::default()).await.ok()?;
             let ready = |n: &Node| {
-                let ready = n.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-                let tainted = n.spec.as_ref().and_then(|s| s.taints.as_ref()).is_some_and(|t| t.iter().any(|t| t.key.starts_with("node.kubernetes.io/")));
+                let ready = n
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+                let tainted = n
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.taints.as_ref())
+                    .is_some_and(|t| t.iter().any(|t| t.key.starts_with("node.kubernetes.io/")));
                 ready && !tainted
             };
-            names.iter().all(|name| list.items.iter().any(|n| n.metadata.name.as_ref() == Some(name) && ready(n))).then_some(())
+            names
+                .iter()
+                .all(|name| list.items.iter().any(|n| n.metadata.name.as_ref() == Some(name) && ready(n)))
+                .then_some(())
         })
         .await
     }
@@ -387,7 +415,12 @@ fn spawn_logged(mut command: Command, logs: &Path, name: &str) -> Result<Supervi
     let log = std::fs::File::create(&path).map_err(|e| Error::io(&path, e))?;
     let log2 = log.try_clone().map_err(|e| Error::io(&path, e))?;
     command.stdin(Stdio::null()).stdout(log).stderr(log2);
-    process::spawn(command).map_err(|e| Error::Start { component: name.into(), message: e.to_string(), log: path.clone(), tail: String::new() })
+    process::spawn(command).map_err(|e| Error::Start {
+        component: name.into(),
+        message: e.to_string(),
+        log: path.clone(),
+        tail: String::new(),
+    })
 }
 
 /// The last `n` lines of a file.
@@ -413,7 +446,12 @@ async fn wait_http_ok(addr: &str, path: &str, component: &str, logs: &Path) -> R
         }
         if start.elapsed() > START_TIMEOUT {
             let log = logs.join(format!("{component}.log"));
-            return Err(Error::Start { component: component.into(), message: format!("{addr}{path} never answered 200"), tail: tail(&log, 30), log });
+            return Err(Error::Start {
+                component: component.into(),
+                message: format!("{addr}{path} never answered 200"),
+                tail: tail(&log, 30),
+                log,
+            });
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -429,7 +467,12 @@ async fn wait_ready(client: &Client, logs: &Path) -> Result<(), Error> {
             Ok(body) if body.trim() == "ok" => return Ok(()),
             _ if start.elapsed() > START_TIMEOUT => {
                 let log = logs.join("kube-apiserver.log");
-                return Err(Error::Start { component: "kube-apiserver".into(), message: "/readyz never became ok".into(), tail: tail(&log, 30), log });
+                return Err(Error::Start {
+                    component: "kube-apiserver".into(),
+                    message: "/readyz never became ok".into(),
+                    tail: tail(&log, 30),
+                    log,
+                });
             }
             _ => tokio::time::sleep(Duration::from_millis(100)).await,
         }
@@ -439,6 +482,8 @@ async fn wait_ready(client: &Client, logs: &Path) -> Result<(), Error> {
 /// A kube-rs client from a kubeconfig file.
 pub async fn client_for(kubeconfig: &Path) -> Result<Client, Error> {
     let kc = Kubeconfig::read_from(kubeconfig).map_err(|e| Error::Kube(kube::Error::InferKubeconfig(e)))?;
-    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await.map_err(|e| Error::Kube(kube::Error::InferKubeconfig(e)))?;
+    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| Error::Kube(kube::Error::InferKubeconfig(e)))?;
     Ok(Client::try_from(config)?)
 }

@@ -37,7 +37,8 @@ impl NodeSpec {
             "kubernetes.io/arch": "amd64",
             "type": "kwok",
         });
-        let mut capacity = json!({"cpu": "64", "memory": "256Gi", "pods": self.max_pods.to_string(), "ephemeral-storage": "1Ti"});
+        let mut capacity =
+            json!({"cpu": "64", "memory": "256Gi", "pods": self.max_pods.to_string(), "ephemeral-storage": "1Ti"});
         let mut taints = json!([]);
         if let Some((product, count)) = &self.gpus {
             labels[GPU_PRODUCT_LABEL] = json!(product);

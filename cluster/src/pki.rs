@@ -7,7 +7,8 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 
 use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose, SanType,
+    BasicConstraints, CertificateParams, CertifiedIssuer, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    KeyPair, KeyUsagePurpose, SanType,
 };
 
 use crate::Error;
@@ -37,7 +38,8 @@ impl Pki {
         let mut params = CertificateParams::default();
         params.distinguished_name = name("local-cluster-ca", None);
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+        params.key_usages =
+            vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
         let key = KeyPair::generate().map_err(|e| pki_error("CA key", e))?;
         let key_pem = key.serialize_pem();
         let issuer = CertifiedIssuer::self_signed(params, key).map_err(|e| pki_error("CA certificate", e))?;
@@ -65,8 +67,10 @@ impl Pki {
     pub fn serving(&self, stem: &str) -> Result<CertPem, Error> {
         let mut params = CertificateParams::default();
         params.distinguished_name = name(stem, None);
-        params.subject_alt_names =
-            vec![SanType::DnsName("localhost".try_into().expect("a valid DNS name")), SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST))];
+        params.subject_alt_names = vec![
+            SanType::DnsName("localhost".try_into().expect("a valid DNS name")),
+            SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)),
+        ];
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         self.issue(stem, params)

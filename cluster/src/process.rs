@@ -86,7 +86,11 @@ pub fn spawn(mut command: Command) -> std::io::Result<Supervised> {
         });
     }
     let (tx, rx) = mpsc::channel();
-    spawner().lock().expect("spawner lock").send((command, tx)).map_err(|_| std::io::Error::other("the spawner thread is gone"))?;
+    spawner()
+        .lock()
+        .expect("spawner lock")
+        .send((command, tx))
+        .map_err(|_| std::io::Error::other("the spawner thread is gone"))?;
     let child = rx.recv().map_err(|_| std::io::Error::other("the spawner thread is gone"))??;
     REGISTRY.lock().expect("registry lock").pids.push(child.id());
     Ok(Supervised { child: Some(child) })

@@ -92,8 +92,15 @@ impl FaultProxy {
             .with_no_client_auth();
         let https = hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(tls).https_only().enable_http1().build();
         let upstream = HttpClient::builder(TokioExecutor::new()).build(https);
-        let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64) | 1;
-        let shared = Arc::new(Shared { upstream, authority, faults: Mutex::new(Faults::default()), counters: Counters::default(), rng: AtomicU64::new(seed) });
+        let seed =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64) | 1;
+        let shared = Arc::new(Shared {
+            upstream,
+            authority,
+            faults: Mutex::new(Faults::default()),
+            counters: Counters::default(),
+            rng: AtomicU64::new(seed),
+        });
 
         let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
         listener.set_nonblocking(true)?;
@@ -101,7 +108,11 @@ impl FaultProxy {
         let (stop, stopped) = tokio::sync::oneshot::channel();
         let serve = shared.clone();
         let thread = std::thread::Builder::new().name("fault-proxy".into()).spawn(move || {
-            let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("proxy runtime");
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("proxy runtime");
             runtime.block_on(async move {
                 let listener = tokio::net::TcpListener::from_std(listener).expect("proxy listener");
                 tokio::select! {
@@ -180,8 +191,14 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
     }
     let is_watch = req.uri().query().is_some_and(|q| q.split('&').any(|kv| kv == "watch=true" || kv == "watch=1"));
     let (mut parts, body) = req.into_parts();
-    let path_and_query = parts.uri.path_and_query().cloned().unwrap_or_else(|| http::uri::PathAndQuery::from_static("/"));
-    parts.uri = http::Uri::builder().scheme("https").authority(shared.authority.clone()).path_and_query(path_and_query).build().expect("a valid URI");
+    let path_and_query =
+        parts.uri.path_and_query().cloned().unwrap_or_else(|| http::uri::PathAndQuery::from_static("/"));
+    parts.uri = http::Uri::builder()
+        .scheme("https")
+        .authority(shared.authority.clone())
+        .path_and_query(path_and_query)
+        .build()
+        .expect("a valid URI");
     parts.headers.remove(http::header::HOST);
     shared.counters.forwarded.fetch_add(1, Ordering::Relaxed);
     let response = match shared.upstream.request(Request::from_parts(parts, body)).await {

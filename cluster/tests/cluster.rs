@@ -26,7 +26,8 @@ where
 }
 
 fn pid_alive(pid: u32) -> bool {
-    std::path::Path::new(&format!("/proc/{pid}")).exists() && !std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default().contains(") Z ")
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default().contains(") Z ")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -35,7 +36,8 @@ async fn a_cluster_runs_gpu_pods_on_matching_nodes_and_stops_every_process_it_st
     let cluster = Cluster::start(Options::default()).await.unwrap_or_else(|e| panic!("{e}"));
     let client = cluster.client().await.unwrap();
 
-    let out = cluster.kubectl().args(["get", "nodes", "-L", "nvidia.com/gpu.product", "--no-headers"]).output().unwrap();
+    let out =
+        cluster.kubectl().args(["get", "nodes", "-L", "nvidia.com/gpu.product", "--no-headers"]).output().unwrap();
     let table = String::from_utf8_lossy(&out.stdout);
     assert_eq!(table.lines().count(), 4, "{table}");
     assert!(table.lines().any(|l| l.contains(" Ready ") && l.contains("NVIDIA-GeForce-RTX-3060")), "{table}");
@@ -63,14 +65,22 @@ async fn a_cluster_runs_gpu_pods_on_matching_nodes_and_stops_every_process_it_st
     assert_eq!(nodes.list(&Default::default()).await.unwrap().items.len(), 4);
 
     let audit = cluster.audit().all();
-    assert!(audit.iter().any(|e| e.verb == "patch" && e.resource() == "pods" && e.name() == "gpu" && e.user.username == "kubernetes-admin"));
+    assert!(audit.iter().any(|e| e.verb == "patch"
+        && e.resource() == "pods"
+        && e.name() == "gpu"
+        && e.user.username == "kubernetes-admin"));
     assert!(
-        audit.iter().any(|e| e.resource() == "pods" && e.subresource() == "binding" && e.user.username == "system:kube-scheduler"),
+        audit.iter().any(|e| e.resource() == "pods"
+            && e.subresource() == "binding"
+            && e.user.username == "system:kube-scheduler"),
         "the scheduler bound it"
     );
 
     let pids = cluster.pids();
-    assert_eq!(pids.iter().map(|(n, _)| *n).collect::<Vec<_>>(), ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"]);
+    assert_eq!(
+        pids.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
+        ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"]
+    );
     let dir = cluster.dir().to_path_buf();
     cluster.stop();
     for (name, pid) in pids {

@@ -40,7 +40,8 @@ fn cpu_seconds(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let after_comm = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
     let fields: Vec<&str> = after_comm.split_whitespace().collect();
-    let ticks = fields.get(11).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0) + fields.get(12).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    let ticks = fields.get(11).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
+        + fields.get(12).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
     ticks as f64 / 100.0
 }
 
@@ -51,7 +52,10 @@ fn reconciles(addr: &str) -> f64 {
     let _ = write!(s, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n");
     let mut text = String::new();
     let _ = s.read_to_string(&mut text);
-    text.lines().filter(|l| l.starts_with("model_orchestra_reconciles_total")).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum()
+    text.lines()
+        .filter(|l| l.starts_with("model_orchestra_reconciles_total"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }
 
 async fn apply(client: &kube::Client, object: &Value) {
@@ -62,10 +66,18 @@ async fn apply(client: &kube::Client, object: &Value) {
     .unwrap();
     let (ar, caps) = kube::discovery::pinned_kind(client, &gvk).await.unwrap();
     let api: Api<DynamicObject> = match caps.scope {
-        kube::discovery::Scope::Namespaced => Api::namespaced_with(client.clone(), object["metadata"]["namespace"].as_str().unwrap(), &ar),
+        kube::discovery::Scope::Namespaced => {
+            Api::namespaced_with(client.clone(), object["metadata"]["namespace"].as_str().unwrap(), &ar)
+        }
         kube::discovery::Scope::Cluster => Api::all_with(client.clone(), &ar),
     };
-    api.patch(object["metadata"]["name"].as_str().unwrap(), &PatchParams::apply("bench").force(), &Patch::Apply(object)).await.unwrap();
+    api.patch(
+        object["metadata"]["name"].as_str().unwrap(),
+        &PatchParams::apply("bench").force(),
+        &Patch::Apply(object),
+    )
+    .await
+    .unwrap();
 }
 
 fn main() {
@@ -120,7 +132,16 @@ async fn bench() {
         None => Command::new(binary),
     };
     let mut child = command
-        .args(["run", "--claim-unlabeled", "--metrics-addr", "127.0.0.1:0", "--log-format", "json", "--lease-namespace", NAMESPACE])
+        .args([
+            "run",
+            "--claim-unlabeled",
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--log-format",
+            "json",
+            "--lease-namespace",
+            NAMESPACE,
+        ])
         .args(["--resync-seconds", &resync.to_string(), "--identity", "bench"])
         .env("KUBECONFIG", &kubeconfig)
         .env("RUST_LOG", "warn,model_orchestra_operator=info")
@@ -174,7 +195,10 @@ async fn bench() {
         let done = list
             .items
             .iter()
-            .filter(|cr| cr.data["status"]["appliedHash"].is_string() && cr.data["status"]["observedGeneration"].as_i64() == cr.metadata.generation)
+            .filter(|cr| {
+                cr.data["status"]["appliedHash"].is_string()
+                    && cr.data["status"]["observedGeneration"].as_i64() == cr.metadata.generation
+            })
             .count() as u64;
         if done == crs {
             break started.elapsed();
@@ -184,12 +208,17 @@ async fn bench() {
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
-    let converge_events: Vec<_> = audit.since(mark).into_iter().filter(|e| e.user_agent.starts_with("model-orchestra-operator/")).collect();
+    let converge_events: Vec<_> =
+        audit.since(mark).into_iter().filter(|e| e.user_agent.starts_with("model-orchestra-operator/")).collect();
     let peak_converge = proc_field(pid, "VmHWM:");
     let (operator_cpu, apiserver_cpu) = (cpu_seconds(pid) - operator_cpu0, cpu_seconds(apiserver) - apiserver_cpu0);
     let mut per_kind: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     for e in &converge_events {
-        let kind = if e.subresource().is_empty() { e.resource().to_string() } else { format!("{}/{}", e.resource(), e.subresource()) };
+        let kind = if e.subresource().is_empty() {
+            e.resource().to_string()
+        } else {
+            format!("{}/{}", e.resource(), e.subresource())
+        };
         let entry = per_kind.entry(kind).or_default();
         entry.0 += 1;
         entry.1 += usize::from(e.is_write() || e.is_dry_run());
@@ -203,8 +232,10 @@ async fn bench() {
     tokio::time::sleep(steady).await;
     let steady_cpu = cpu_seconds(pid) - cpu_before;
     let steady_reconciles = (reconciles(&metrics_addr) - reconciles_before) as u64;
-    let steady_events: Vec<_> = audit.since(mark).into_iter().filter(|e| e.user_agent.starts_with("model-orchestra-operator/")).collect();
-    let steady_writes = steady_events.iter().filter(|e| e.is_write() && !matches!(e.resource(), "leases" | "events")).count();
+    let steady_events: Vec<_> =
+        audit.since(mark).into_iter().filter(|e| e.user_agent.starts_with("model-orchestra-operator/")).collect();
+    let steady_writes =
+        steady_events.iter().filter(|e| e.is_write() && !matches!(e.resource(), "leases" | "events")).count();
     let rss_steady = proc_field(pid, "VmRSS:");
 
     // Forgetting: delete every CR, let the garbage collector and the operator catch up.
@@ -224,7 +255,9 @@ async fn bench() {
     let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(client.clone(), NAMESPACE);
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), NAMESPACE);
     let few = kube::api::ListParams::default().limit(1);
-    while !deployments.list_metadata(&few).await.unwrap().items.is_empty() || !pods.list_metadata(&few).await.unwrap().items.is_empty() {
+    while !deployments.list_metadata(&few).await.unwrap().items.is_empty()
+        || !pods.list_metadata(&few).await.unwrap().items.is_empty()
+    {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     let children_gone = deleted.elapsed();
@@ -241,14 +274,28 @@ async fn bench() {
     println!("operator benchmark: {crs} CRs x {apps} applications, real control plane (kube-apiserver 1.37, controller manager, scheduler, kwok)");
     println!("  CRs created in:           {:.2} s", created.as_secs_f64());
     println!("  converge all:             {:.2} s   (target <= 60 s)", converged.as_secs_f64());
-    println!("  operator API requests:    {} ({:.1} per CR), from the audit log:", converge_events.len(), converge_events.len() as f64 / crs as f64);
+    println!(
+        "  operator API requests:    {} ({:.1} per CR), from the audit log:",
+        converge_events.len(),
+        converge_events.len() as f64 / crs as f64
+    );
     for (kind, (requests, writes)) in &per_kind {
-        println!("    {kind:<28} {requests:>7} requests ({:.2} per CR), {writes} writes or dry runs", *requests as f64 / crs as f64);
+        println!(
+            "    {kind:<28} {requests:>7} requests ({:.2} per CR), {writes} writes or dry runs",
+            *requests as f64 / crs as f64
+        );
     }
     println!("  operator CPU to converge: {operator_cpu:.2} s; kube-apiserver CPU: {apiserver_cpu:.2} s");
-    println!("  operator RSS:             baseline {:.1} MiB, peak while converging {:.1} MiB", mib(baseline_rss), mib(peak_converge));
+    println!(
+        "  operator RSS:             baseline {:.1} MiB, peak while converging {:.1} MiB",
+        mib(baseline_rss),
+        mib(peak_converge)
+    );
     println!("  steady state {} s, resync {resync} s ({steady_reconciles} no-op reconciles):", steady.as_secs());
-    println!("    writes:                 {steady_writes}   (per no-op reconcile: {:.3}; target 0)", steady_writes as f64 / steady_reconciles.max(1) as f64);
+    println!(
+        "    writes:                 {steady_writes}   (per no-op reconcile: {:.3}; target 0)",
+        steady_writes as f64 / steady_reconciles.max(1) as f64
+    );
     println!("    API requests:           {} (leases and reads)", steady_events.len());
     println!(
         "    operator CPU:           {steady_cpu:.2} s   ({:.2} ms per reconcile), RSS {:.1} MiB",

@@ -29,7 +29,8 @@ fn many_apps(n: usize) -> String {
 
 fn benches(c: &mut Criterion) {
     let chart = Chart::embedded().unwrap();
-    let sample_text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../config/samples/modelorchestra.yaml")).unwrap();
+    let sample_text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../config/samples/modelorchestra.yaml")).unwrap();
     let sample = parse_model_orchestra(&sample_text).unwrap();
     let fifty = parse_model_orchestra(&many_apps(50)).unwrap();
 
@@ -37,7 +38,9 @@ fn benches(c: &mut Criterion) {
     c.bench_function("parse/sample", |b| b.iter(|| parse_model_orchestra(&sample_text).unwrap()));
     c.bench_function("render/sample", |b| b.iter(|| model_orchestra::render(&chart, &sample, "default").unwrap()));
     c.bench_function("render/apps_50", |b| b.iter(|| model_orchestra::render(&chart, &fifty, "default").unwrap()));
-    c.bench_function("render/apps_50_yaml", |b| b.iter(|| to_yaml_stream(&model_orchestra::render(&chart, &fifty, "default").unwrap())));
+    c.bench_function("render/apps_50_yaml", |b| {
+        b.iter(|| to_yaml_stream(&model_orchestra::render(&chart, &fifty, "default").unwrap()))
+    });
     let fifty_objects = model_orchestra::render(&chart, &fifty, "default").unwrap();
     c.bench_function("yaml/apps_50", |b| b.iter(|| to_yaml_stream(&fifty_objects)));
 }

@@ -62,12 +62,18 @@ pub fn crd_v1alpha1() -> CustomResourceDefinition {
 /// them; a CEL rule refuses them to `v1alpha2` writers (validation ratcheting lets an
 /// unchanged one through an update).
 fn keep_v1alpha1_network_fields(v1alpha2_crd: &mut Value, v1alpha1_crd: &Value) {
-    let spec_of = |crd: &Value| crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"].clone();
+    let spec_of = |crd: &Value| {
+        crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"].clone()
+    };
     let old = spec_of(v1alpha1_crd);
-    let spec = &mut v1alpha2_crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
+    let spec =
+        &mut v1alpha2_crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
     for (path, old_props) in [
         (&["applicationTemplate", "properties"][..], &old["applicationTemplate"]["properties"]),
-        (&["applications", "additionalProperties", "properties"][..], &old["applications"]["additionalProperties"]["properties"]),
+        (
+            &["applications", "additionalProperties", "properties"][..],
+            &old["applications"]["additionalProperties"]["properties"],
+        ),
     ] {
         let mut props = &mut *spec;
         for key in path {
@@ -137,9 +143,10 @@ pub fn values_schema() -> Value {
 pub fn values_schema_for(contract: crate::chart::Contract) -> Value {
     let (schema, title) = match contract {
         crate::chart::Contract::V1alpha1 => (schemars::schema_for!(ModelOrchestraSpec), "model-orchestra chart values"),
-        crate::chart::Contract::V1alpha2 => {
-            (schemars::schema_for!(crate::api::v1alpha2::ModelOrchestraSpec), "model-orchestra chart values (ModelOrchestra v1alpha2)")
-        }
+        crate::chart::Contract::V1alpha2 => (
+            schemars::schema_for!(crate::api::v1alpha2::ModelOrchestraSpec),
+            "model-orchestra chart values (ModelOrchestra v1alpha2)",
+        ),
     };
     let mut schema = serde_json::to_value(schema).expect("schema serialises");
     schema["title"] = title.into();

@@ -10,7 +10,8 @@ use crate::error::InputError;
 
 /// Parses one ModelOrchestra document (YAML, of which JSON is a subset).
 pub fn parse_model_orchestra(text: &str) -> Result<ModelOrchestra, InputError> {
-    let value: Value = serde_yaml::from_str(text).map_err(|e| InputError::new("(document)", format!("not valid YAML: {e}")))?;
+    let value: Value =
+        serde_yaml::from_str(text).map_err(|e| InputError::new("(document)", format!("not valid YAML: {e}")))?;
     from_value(&value)
 }
 
@@ -22,7 +23,9 @@ pub fn from_value(value: &Value) -> Result<ModelOrchestra, InputError> {
     let expected_api = format!("{GROUP}/{VERSION}");
     match obj.get("apiVersion").and_then(Value::as_str) {
         Some(v) if v == expected_api => {}
-        other => return Err(InputError::new("apiVersion", format!("expected `{expected_api}`, found {}", describe(other)))),
+        other => {
+            return Err(InputError::new("apiVersion", format!("expected `{expected_api}`, found {}", describe(other))))
+        }
     }
     match obj.get("kind").and_then(Value::as_str) {
         Some(KIND) => {}
@@ -30,13 +33,18 @@ pub fn from_value(value: &Value) -> Result<ModelOrchestra, InputError> {
     }
     // The derived root type handles apiVersion/kind itself, so metadata and spec are read
     // strictly one by one (status is the operator's and is not checked).
-    let metadata = strict_from_value(obj.get("metadata").unwrap_or(&Value::Null)).map_err(|e| e.prefixed("metadata"))?;
+    let metadata =
+        strict_from_value(obj.get("metadata").unwrap_or(&Value::Null)).map_err(|e| e.prefixed("metadata"))?;
     let spec = match obj.get("spec") {
         None | Some(Value::Null) => Default::default(),
         Some(spec) => strict_from_value(spec).map_err(|e| e.prefixed("spec"))?,
     };
-    if let Some(key) = obj.keys().find(|k| !["apiVersion", "kind", "metadata", "spec", "status"].contains(&k.as_str())) {
-        return Err(InputError::new(key.as_str(), "unknown field; a ModelOrchestra has apiVersion, kind, metadata and spec"));
+    if let Some(key) = obj.keys().find(|k| !["apiVersion", "kind", "metadata", "spec", "status"].contains(&k.as_str()))
+    {
+        return Err(InputError::new(
+            key.as_str(),
+            "unknown field; a ModelOrchestra has apiVersion, kind, metadata and spec",
+        ));
     }
     let mut mo = ModelOrchestra::new("", spec);
     mo.metadata = metadata;
@@ -53,7 +61,8 @@ pub enum Versioned {
 /// Parses one ModelOrchestra document of any version this binary renders, by its
 /// `apiVersion`.
 pub fn parse_versioned(text: &str) -> Result<Versioned, InputError> {
-    let value: Value = serde_yaml::from_str(text).map_err(|e| InputError::new("(document)", format!("not valid YAML: {e}")))?;
+    let value: Value =
+        serde_yaml::from_str(text).map_err(|e| InputError::new("(document)", format!("not valid YAML: {e}")))?;
     versioned_from_value(&value)
 }
 
@@ -66,7 +75,13 @@ pub fn versioned_from_value(value: &Value) -> Result<Versioned, InputError> {
             plain["apiVersion"] = Value::String(format!("{GROUP}/{VERSION}"));
             // Same envelope rules as v1alpha1 (kind, metadata, no other top-level field)...
             let envelope = from_value(&Value::Object(
-                plain.as_object().into_iter().flatten().filter(|(k, _)| *k != "spec").map(|(k, v)| (k.clone(), v.clone())).collect(),
+                plain
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .filter(|(k, _)| *k != "spec")
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
             ))?;
             // ...and the spec read strictly as v1alpha2.
             let spec = match value.get("spec") {
@@ -78,7 +93,10 @@ pub fn versioned_from_value(value: &Value) -> Result<Versioned, InputError> {
             Ok(Versioned::V1alpha2(Box::new(mo)))
         }
         Some(v) if v == format!("{GROUP}/{VERSION}") => from_value(value).map(|mo| Versioned::V1alpha1(Box::new(mo))),
-        other => Err(InputError::new("apiVersion", format!("expected `{GROUP}/{VERSION}` or `{v1alpha2}`, found {}", describe(other)))),
+        other => Err(InputError::new(
+            "apiVersion",
+            format!("expected `{GROUP}/{VERSION}` or `{v1alpha2}`, found {}", describe(other)),
+        )),
     }
 }
 

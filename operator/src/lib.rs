@@ -30,7 +30,11 @@ pub fn render(chart: &Chart, mo: &ModelOrchestra, default_namespace: &str) -> Re
 
 /// Renders the objects for a `v1alpha2` `mo` with the `v1alpha2` chart; its namespace, else
 /// `default_namespace`, is the release namespace.
-pub fn render_v1alpha2(chart: &Chart, mo: &api::v1alpha2::ModelOrchestra, default_namespace: &str) -> Result<Vec<RenderedObject>, RenderError> {
+pub fn render_v1alpha2(
+    chart: &Chart,
+    mo: &api::v1alpha2::ModelOrchestra,
+    default_namespace: &str,
+) -> Result<Vec<RenderedObject>, RenderError> {
     let name = mo.metadata.name.as_deref().unwrap_or_default();
     let namespace = mo.metadata.namespace.as_deref().unwrap_or(default_namespace);
     chart.render_v1alpha2(name, namespace, &mo.spec)

@@ -92,8 +92,17 @@ fn execute(cli: Cli) -> anyhow::Result<()> {
         Command::Crd => print!("{}", model_orchestra::crd::crd_yaml()),
         Command::Rbac { name } => print!("{}", model_orchestra::manifests::rbac::cluster_role_yaml(&name)),
         Command::Manifests { image, namespace, routing, claim_unlabeled, api_version } => {
-            let routing = routing.unwrap_or_else(|| model_orchestra::reconcile::routing::default_routing_value(env!("CARGO_PKG_VERSION")));
-            let options = model_orchestra::manifests::deploy::DeployOptions { namespace, image, routing, claim_unlabeled, api_version, release: None };
+            let routing = routing.unwrap_or_else(|| {
+                model_orchestra::reconcile::routing::default_routing_value(env!("CARGO_PKG_VERSION"))
+            });
+            let options = model_orchestra::manifests::deploy::DeployOptions {
+                namespace,
+                image,
+                routing,
+                claim_unlabeled,
+                api_version,
+                release: None,
+            };
             print!("{}", model_orchestra::manifests::deploy::all_yaml(&options));
         }
         Command::ValuesSchema { api_version } => {
@@ -109,7 +118,8 @@ fn execute(cli: Cli) -> anyhow::Result<()> {
                 std::fs::read_to_string(&file).with_context(|| format!("reading {file}"))?
             };
             let source = if file == "-" { "<stdin>" } else { file.as_str() };
-            let mo = model_orchestra::input::parse_versioned(&text).with_context(|| format!("{source}: invalid ModelOrchestra"))?;
+            let mo = model_orchestra::input::parse_versioned(&text)
+                .with_context(|| format!("{source}: invalid ModelOrchestra"))?;
             let contract = match &mo {
                 Versioned::V1alpha1(_) => Contract::V1alpha1,
                 Versioned::V1alpha2(_) => Contract::V1alpha2,

@@ -85,7 +85,8 @@ fn init_logging(format: LogFormat) {
 
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
     init_logging(args.log_format);
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
     runtime.block_on(run_async(args))
 }
 
@@ -103,18 +104,31 @@ async fn run_async(args: RunArgs) -> anyhow::Result<()> {
     }
     .context("loading the chart")?;
     if chart.contract != contract {
-        anyhow::bail!("the chart renders {} ModelOrchestras, but --api-version is {}", chart.contract.api_version(), contract.api_version());
+        anyhow::bail!(
+            "the chart renders {} ModelOrchestras, but --api-version is {}",
+            chart.contract.api_version(),
+            contract.api_version()
+        );
     }
 
-    let mut config = kube::Config::infer().await.context("no Kubernetes configuration (in-cluster or kubeconfig) found")?;
+    let mut config =
+        kube::Config::infer().await.context("no Kubernetes configuration (in-cluster or kubeconfig) found")?;
     let user_agent = format!("model-orchestra-operator/{version} ({routing}; {identity})");
-    config.headers.push((hyper::header::USER_AGENT, user_agent.parse().context("identity is not a valid header value")?));
-    let lease_namespace = args.lease_namespace.clone().or_else(|| std::env::var("POD_NAMESPACE").ok()).unwrap_or_else(|| config.default_namespace.clone());
+    config
+        .headers
+        .push((hyper::header::USER_AGENT, user_agent.parse().context("identity is not a valid header value")?));
+    let lease_namespace = args
+        .lease_namespace
+        .clone()
+        .or_else(|| std::env::var("POD_NAMESPACE").ok())
+        .unwrap_or_else(|| config.default_namespace.clone());
     let client = kube::Client::try_from(config).context("building the Kubernetes client")?;
 
     let metrics = Arc::new(Metrics::new());
     let health = Arc::new(Health { ready: Default::default() });
-    let (bound, ops) = http::serve(args.metrics_addr, metrics.clone(), health.clone()).await.with_context(|| format!("listening on {}", args.metrics_addr))?;
+    let (bound, ops) = http::serve(args.metrics_addr, metrics.clone(), health.clone())
+        .await
+        .with_context(|| format!("listening on {}", args.metrics_addr))?;
     tracing::info!(%version, %routing, claim_unlabeled = args.claim_unlabeled, %identity, metrics = %bound, "starting");
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -127,7 +141,13 @@ async fn run_async(args: RunArgs) -> anyhow::Result<()> {
     };
 
     let lock = args.leader_elect.then(|| {
-        Arc::new(LeaseLock::new(client.clone(), &lease_namespace, lease_name(&routing), identity.clone(), Duration::from_secs(args.lease_duration_seconds)))
+        Arc::new(LeaseLock::new(
+            client.clone(),
+            &lease_namespace,
+            lease_name(&routing),
+            identity.clone(),
+            Duration::from_secs(args.lease_duration_seconds),
+        ))
     });
     let renew = Duration::from_secs(args.lease_renew_seconds.max(1));
     let lost = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -164,7 +184,15 @@ async fn run_async(args: RunArgs) -> anyhow::Result<()> {
         release: version.clone(),
     };
     let ready = health.clone();
-    let result = controller::run(client, chart, settings, metrics, move || ready.ready.store(true, Ordering::Relaxed), stopped()).await;
+    let result = controller::run(
+        client,
+        chart,
+        settings,
+        metrics,
+        move || ready.ready.store(true, Ordering::Relaxed),
+        stopped(),
+    )
+    .await;
     if let Some(lock) = &lock {
         if !lost.load(Ordering::Relaxed) {
             lock.release().await;

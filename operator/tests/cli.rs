@@ -32,14 +32,20 @@ fn render_prints_the_sample_as_a_yaml_stream() {
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
     assert_eq!(text.matches("---\n").count(), 7);
-    for needle in ["nvidia.com/gpu.product: NVIDIA-GeForce-RTX-3060", "nvidia.com/gpu: '1'", "key: nvidia.com/gpu", "namespace: default"] {
+    for needle in [
+        "nvidia.com/gpu.product: NVIDIA-GeForce-RTX-3060",
+        "nvidia.com/gpu: '1'",
+        "key: nvidia.com/gpu",
+        "namespace: default",
+    ] {
         assert!(text.contains(needle), "missing {needle}");
     }
 }
 
 #[test]
 fn render_reads_standard_input_and_takes_a_namespace() {
-    let sample = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../config/samples/modelorchestra.yaml")).unwrap();
+    let sample =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../config/samples/modelorchestra.yaml")).unwrap();
     let out = operator(&["render", "-f", "-", "-n", "inference"], Some(&sample));
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stdout(&out).contains("namespace: inference"));
@@ -68,7 +74,11 @@ fn render_of_a_missing_file_names_it() {
 fn crd_prints_the_checked_in_crd() {
     let out = operator(&["crd"], None);
     assert!(out.status.success());
-    let checked_in = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../config/crd/models.titanml.co_modelorchestras.yaml")).unwrap();
+    let checked_in = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../config/crd/models.titanml.co_modelorchestras.yaml"
+    ))
+    .unwrap();
     assert_eq!(stdout(&out), checked_in);
 }
 
@@ -99,8 +109,16 @@ fn render_takes_a_v1alpha2_manifest_and_renders_it_with_its_chart() {
 
 #[test]
 fn an_unknown_api_version_is_refused_naming_the_versions_render_takes() {
-    let out = operator(&["render", "-f", "-"], Some("apiVersion: models.titanml.co/v1beta1\nkind: ModelOrchestra\nmetadata: {name: x}\n"));
+    let out = operator(
+        &["render", "-f", "-"],
+        Some("apiVersion: models.titanml.co/v1beta1\nkind: ModelOrchestra\nmetadata: {name: x}\n"),
+    );
     assert!(!out.status.success());
     let err = stderr(&out);
-    assert!(err.contains("apiVersion") && err.contains("models.titanml.co/v1alpha1") && err.contains("models.titanml.co/v1alpha2"), "{err}");
+    assert!(
+        err.contains("apiVersion")
+            && err.contains("models.titanml.co/v1alpha1")
+            && err.contains("models.titanml.co/v1alpha2"),
+        "{err}"
+    );
 }

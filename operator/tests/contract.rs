@@ -40,16 +40,23 @@ fn lists_from_the_application_replace_the_template_list() {
     let objects = render(&cr("applicationTemplate:\n  volumes: [{name: a, emptyDir: {}}]\n  volumeMounts: [{name: a, mountPath: /a}]\n\
          applications:\n  chat:\n    volumes: [{name: b, emptyDir: {}}]\n    volumeMounts: [{name: b, mountPath: /b}]\n"));
     let d = find(&objects, Kind::Deployment, "demo-model-orchestra-chat");
-    let volumes: Vec<&str> = d["spec"]["template"]["spec"]["volumes"].as_array().unwrap().iter().map(|v| v["name"].as_str().unwrap()).collect();
+    let volumes: Vec<&str> = d["spec"]["template"]["spec"]["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
     assert_eq!(volumes, ["config", "dshm", "b"]);
 }
 
 #[test]
 fn application_env_is_own_then_template_then_required() {
-    let objects = render(&cr("applicationTemplate:\n  env: [{name: A, value: template}, {name: B, value: template}]\n\
+    let objects =
+        render(&cr("applicationTemplate:\n  env: [{name: A, value: template}, {name: B, value: template}]\n\
          applications:\n  chat:\n    env: [{name: B, value: app}, {name: TAKEOFF_HEADLESS, value: \"false\"}]\n"));
     let env = env_pairs(find(&objects, Kind::Deployment, "demo-model-orchestra-chat"));
-    let want = [("B", "app"), ("TAKEOFF_HEADLESS", "false"), ("A", "template"), ("TAKEOFF_ADD_READER_ID_SUFFIX", "true")];
+    let want =
+        [("B", "app"), ("TAKEOFF_HEADLESS", "false"), ("A", "template"), ("TAKEOFF_ADD_READER_ID_SUFFIX", "true")];
     assert_eq!(env, want.map(|(a, b)| (a.to_string(), b.to_string())));
 }
 
@@ -77,7 +84,9 @@ fn every_application_gets_configmap_deployment_and_service() {
 
 #[test]
 fn application_config_yaml_snake_cases_reader_config_and_names_the_gateway() {
-    let objects = render(&cr("applications:\n  chat:\n    readerConfig: {modelName: m, maxBatchSize: 8, someFutureKey: {nestedKey: 1}}\n"));
+    let objects = render(&cr(
+        "applications:\n  chat:\n    readerConfig: {modelName: m, maxBatchSize: 8, someFutureKey: {nestedKey: 1}}\n",
+    ));
     let cm = find(&objects, Kind::ConfigMap, "demo-model-orchestra-chat");
     let config: serde_json::Value = serde_yaml::from_str(cm["data"]["config.yaml"].as_str().unwrap()).unwrap();
     let want = json!({"model-orchestra": {
@@ -96,7 +105,10 @@ fn gateway_config_yaml_snake_cases_config_with_empty_readers() {
     let objects = render(&cr("gateway:\n  config: {heartbeatInterval: 5}\n"));
     let cm = find(&objects, Kind::ConfigMap, "demo-model-orchestra-gateway");
     let config: serde_json::Value = serde_yaml::from_str(cm["data"]["config.yaml"].as_str().unwrap()).unwrap();
-    assert_eq!(config, json!({"model-orchestra": {"server_config": {"internal_port": 3005, "heartbeat_interval": 5}, "readers_config": {}}}));
+    assert_eq!(
+        config,
+        json!({"model-orchestra": {"server_config": {"internal_port": 3005, "heartbeat_interval": 5}, "readers_config": {}}})
+    );
 }
 
 #[test]
@@ -140,7 +152,13 @@ fn keda_trigger_targets_the_consumer_group_and_the_application() {
 fn keda_spec_copies_the_scaling_defaults() {
     let objects = render(&cr("applications:\n  chat:\n    scaling: {enabled: true}\n"));
     let spec = &find(&objects, Kind::ScaledObject, "demo-model-orchestra-chat")["spec"];
-    let copied = [("pollingInterval", 60), ("initialCooldownPeriod", 300), ("cooldownPeriod", 300), ("minReplicaCount", 1), ("maxReplicaCount", 4)];
+    let copied = [
+        ("pollingInterval", 60),
+        ("initialCooldownPeriod", 300),
+        ("cooldownPeriod", 300),
+        ("minReplicaCount", 1),
+        ("maxReplicaCount", 4),
+    ];
     for (field, value) in copied {
         assert_eq!(spec[field], value, "{field}");
     }
@@ -164,7 +182,8 @@ fn without_scaling_replicas_is_replica_count_and_no_scaled_object() {
 fn ingress_is_rendered_only_when_enabled() {
     let off = render(&cr(ONE_APP));
     assert!(!off.iter().any(|o| o.kind == Kind::Ingress));
-    let on = render(&cr("gateway:\n  ingress: {enabled: true}\napplications:\n  chat:\n    ingress: {enabled: true}\n"));
+    let on =
+        render(&cr("gateway:\n  ingress: {enabled: true}\napplications:\n  chat:\n    ingress: {enabled: true}\n"));
     assert!(has(&on, Kind::Ingress, "demo-model-orchestra-gateway"));
     assert!(has(&on, Kind::Ingress, "demo-model-orchestra-chat"));
 }
@@ -233,7 +252,8 @@ fn objects_are_ordered_by_install_order_then_name() {
 
 #[test]
 fn pod_labels_cannot_override_the_selector() {
-    let objects = render(&cr("applications:\n  chat:\n    podLabels: {app.kubernetes.io/component: hijack, extra: x}\n"));
+    let objects =
+        render(&cr("applications:\n  chat:\n    podLabels: {app.kubernetes.io/component: hijack, extra: x}\n"));
     let d = find(&objects, Kind::Deployment, "demo-model-orchestra-chat");
     let labels = &d["spec"]["template"]["metadata"]["labels"];
     assert_eq!(labels["app.kubernetes.io/component"], "application-chat");

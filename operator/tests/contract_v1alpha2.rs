@@ -26,7 +26,8 @@ fn every_config_yaml_is_rooted_at_takeoff() {
 fn the_gateway_service_port_80_reaches_the_openai_port_and_3000_the_inference_port() {
     let objects = render_v1alpha2(&cr_v1alpha2(ONE_APP));
     let ports = &find(&objects, Kind::Service, "demo-model-orchestra-gateway")["spec"]["ports"];
-    let by_port = |port: i64| ports.as_array().unwrap().iter().find(|p| p["port"] == port).map(|p| p["targetPort"].clone());
+    let by_port =
+        |port: i64| ports.as_array().unwrap().iter().find(|p| p["port"] == port).map(|p| p["targetPort"].clone());
     assert_eq!(by_port(80), Some(json!("openai")));
     assert_eq!(by_port(3000), Some(json!("inference")));
     assert_eq!(by_port(3003), None, "no Service port 3003 any more");
@@ -53,18 +54,35 @@ fn an_application_service_or_ingress_is_refused_by_name() {
 fn readers_declare_no_container_ports_unless_given() {
     let objects = render_v1alpha2(&cr_v1alpha2(ONE_APP));
     assert!(container(find(&objects, Kind::Deployment, "demo-model-orchestra-chat")).get("ports").is_none());
-    let given = render_v1alpha2(&cr_v1alpha2(&format!("{ONE_APP}    ports: [{{name: inference, containerPort: 3000}}]\n")));
-    assert_eq!(container(find(&given, Kind::Deployment, "demo-model-orchestra-chat"))["ports"][0]["containerPort"], 3000);
+    let given =
+        render_v1alpha2(&cr_v1alpha2(&format!("{ONE_APP}    ports: [{{name: inference, containerPort: 3000}}]\n")));
+    assert_eq!(
+        container(find(&given, Kind::Deployment, "demo-model-orchestra-chat"))["ports"][0]["containerPort"],
+        3000
+    );
     let gateway = container(find(&objects, Kind::Deployment, "demo-model-orchestra-gateway"));
     assert_eq!(gateway["ports"].as_array().unwrap().len(), 4, "the gateway keeps its ports");
 }
 
-fn models_volume(objects: &[model_orchestra::chart::RenderedObject], app: &str) -> (serde_json::Value, serde_json::Value) {
+fn models_volume(
+    objects: &[model_orchestra::chart::RenderedObject],
+    app: &str,
+) -> (serde_json::Value, serde_json::Value) {
     let deployment = find(objects, Kind::Deployment, &format!("demo-model-orchestra-{app}"));
-    let mount =
-        container(deployment)["volumeMounts"].as_array().unwrap().iter().find(|m| m["mountPath"] == "/code/models").cloned().expect("a mount at /code/models");
-    let volume =
-        deployment["spec"]["template"]["spec"]["volumes"].as_array().unwrap().iter().find(|v| v["name"] == mount["name"]).cloned().expect("its volume");
+    let mount = container(deployment)["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["mountPath"] == "/code/models")
+        .cloned()
+        .expect("a mount at /code/models");
+    let volume = deployment["spec"]["template"]["spec"]["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == mount["name"])
+        .cloned()
+        .expect("its volume");
     (mount, volume)
 }
 
@@ -75,7 +93,10 @@ fn the_models_volume_defaults_to_a_memory_backed_empty_dir_at_code_models() {
     assert_eq!(mount["name"], "models");
     assert_eq!(volume, json!({"name": "models", "emptyDir": {"medium": "Memory"}}));
     let gateway = find(&objects, Kind::Deployment, "demo-model-orchestra-gateway");
-    assert!(!container(gateway)["volumeMounts"].as_array().unwrap().iter().any(|m| m["mountPath"] == "/code/models"), "the gateway has none");
+    assert!(
+        !container(gateway)["volumeMounts"].as_array().unwrap().iter().any(|m| m["mountPath"] == "/code/models"),
+        "the gateway has none"
+    );
 }
 
 #[test]
@@ -83,14 +104,21 @@ fn an_applications_models_volume_replaces_the_templates_whole() {
     let spec = "applicationTemplate:\n  modelsVolume: {name: cache, emptyDir: {sizeLimit: 10Gi}}\napplications:\n  chat:\n    modelsVolume: {name: weights, hostPath: {path: /models}}\n  other: {}\n";
     let objects = render_v1alpha2(&cr_v1alpha2(spec));
     let (_, own) = models_volume(&objects, "chat");
-    assert_eq!(own, json!({"name": "weights", "hostPath": {"path": "/models"}}), "no emptyDir key left over from the template");
+    assert_eq!(
+        own,
+        json!({"name": "weights", "hostPath": {"path": "/models"}}),
+        "no emptyDir key left over from the template"
+    );
     let (_, inherited) = models_volume(&objects, "other");
     assert_eq!(inherited, json!({"name": "cache", "emptyDir": {"sizeLimit": "10Gi"}}));
 }
 
 #[test]
 fn a_models_volume_named_like_another_pod_volume_is_refused() {
-    let err = try_render_v1alpha2(&cr_v1alpha2(&format!("{ONE_APP}    modelsVolume: {{name: dshm, emptyDir: {{}}}}\n"))).unwrap_err().to_string();
+    let err =
+        try_render_v1alpha2(&cr_v1alpha2(&format!("{ONE_APP}    modelsVolume: {{name: dshm, emptyDir: {{}}}}\n")))
+            .unwrap_err()
+            .to_string();
     assert!(err.contains("spec.applications.chat.modelsVolume.name") && err.contains("another volume"), "{err}");
 }
 
@@ -115,8 +143,14 @@ fn the_keda_trigger_is_keyed_by_the_consumer_group_only() {
 #[test]
 fn the_default_image_tag_is_the_newer_app_version() {
     let objects = render_v1alpha2(&cr_v1alpha2(ONE_APP));
-    assert_eq!(container(find(&objects, Kind::Deployment, "demo-model-orchestra-chat"))["image"], "tytn/takeoff-pro:0.22.0-rc20-gpu");
-    assert_eq!(container(find(&objects, Kind::Deployment, "demo-model-orchestra-gateway"))["image"], "tytn/takeoff-pro:0.22.0-rc20-cpu");
+    assert_eq!(
+        container(find(&objects, Kind::Deployment, "demo-model-orchestra-chat"))["image"],
+        "tytn/takeoff-pro:0.22.0-rc20-gpu"
+    );
+    assert_eq!(
+        container(find(&objects, Kind::Deployment, "demo-model-orchestra-gateway"))["image"],
+        "tytn/takeoff-pro:0.22.0-rc20-cpu"
+    );
 }
 
 #[test]
@@ -126,7 +160,10 @@ fn object_names_and_selectors_stay_those_of_v1alpha1() {
     let v2 = render_v1alpha2(&cr_v1alpha2(ONE_APP));
     let v1 = render(&cr(ONE_APP));
     for name in ["demo-model-orchestra-gateway", "demo-model-orchestra-chat"] {
-        assert_eq!(find(&v2, Kind::Deployment, name)["spec"]["selector"], find(&v1, Kind::Deployment, name)["spec"]["selector"]);
+        assert_eq!(
+            find(&v2, Kind::Deployment, name)["spec"]["selector"],
+            find(&v1, Kind::Deployment, name)["spec"]["selector"]
+        );
     }
 }
 
@@ -139,13 +176,18 @@ fn no_init_container_runs_as_root() {
 
 #[test]
 fn the_v1alpha2_sample_matches_its_golden_file() {
-    let sample = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../config/samples/modelorchestra-v1alpha2.yaml")).unwrap();
+    let sample =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../config/samples/modelorchestra-v1alpha2.yaml"))
+            .unwrap();
     let rendered = model_orchestra::chart::to_yaml_stream(&render_v1alpha2(&sample));
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/sample-v1alpha2.yaml");
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
         std::fs::write(path, &rendered).unwrap();
     }
-    assert!(rendered == std::fs::read_to_string(path).unwrap_or_default(), "{path} differs; run UPDATE_GOLDEN=1 cargo test --test contract_v1alpha2");
+    assert!(
+        rendered == std::fs::read_to_string(path).unwrap_or_default(),
+        "{path} differs; run UPDATE_GOLDEN=1 cargo test --test contract_v1alpha2"
+    );
 }
 
 #[test]
@@ -176,8 +218,14 @@ fn a_cached_application_mounts_its_claim_at_code_models_instead_of_the_default_v
     let deployment = find(&objects, Kind::Deployment, "demo-model-orchestra-chat");
     let volumes = deployment["spec"]["template"]["spec"]["volumes"].as_array().unwrap();
     let models = volumes.iter().find(|v| v["name"] == "models").unwrap();
-    assert_eq!(models, &json!({"name": "models", "persistentVolumeClaim": {"claimName": "demo-model-orchestra-chat-models"}}));
-    assert!(container(deployment)["volumeMounts"].as_array().unwrap().contains(&json!({"name": "models", "mountPath": "/code/models"})));
+    assert_eq!(
+        models,
+        &json!({"name": "models", "persistentVolumeClaim": {"claimName": "demo-model-orchestra-chat-models"}})
+    );
+    assert!(container(deployment)["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .contains(&json!({"name": "models", "mountPath": "/code/models"})));
 }
 
 #[test]
@@ -194,15 +242,18 @@ fn the_download_job_fetches_the_readers_model_into_the_claim_with_the_token_from
     let env = c["env"].as_array().unwrap();
     assert!(env.contains(&json!({"name": "MODEL_NAME", "value": "org/model"})));
     assert!(env.contains(&json!({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}})));
-    assert_eq!(job["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"], "model-chat", "not the application's pods");
+    assert_eq!(
+        job["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"], "model-chat",
+        "not the application's pods"
+    );
 }
 
 #[test]
 fn a_new_model_or_refresh_is_a_new_job_and_rolls_the_pods_and_the_same_one_is_not() {
     let revision = |objects: &[model_orchestra::chart::RenderedObject]| {
         let job = download_job(objects)["metadata"]["name"].as_str().unwrap().to_string();
-        let pods = find(objects, Kind::Deployment, "demo-model-orchestra-chat")["spec"]["template"]["metadata"]["annotations"]
-            ["models.titanml.co/model-revision"]
+        let pods = find(objects, Kind::Deployment, "demo-model-orchestra-chat")["spec"]["template"]["metadata"]
+            ["annotations"]["models.titanml.co/model-revision"]
             .clone();
         (job, pods)
     };
@@ -213,7 +264,9 @@ fn a_new_model_or_refresh_is_a_new_job_and_rolls_the_pods_and_the_same_one_is_no
     assert_ne!(first.1, other_model.1);
     let mo = model_orchestra::input::parse_versioned(&cr_v1alpha2(CACHED)).unwrap();
     let model_orchestra::input::Versioned::V1alpha2(mo) = mo else { panic!("v1alpha2") };
-    let refreshed = chart_v1alpha2().render_v1alpha2_refreshed("demo", "default", &mo.spec, &[("chat".to_string(), "r1".to_string())].into()).unwrap();
+    let refreshed = chart_v1alpha2()
+        .render_v1alpha2_refreshed("demo", "default", &mo.spec, &[("chat".to_string(), "r1".to_string())].into())
+        .unwrap();
     assert_ne!(first, revision(&refreshed));
 }
 

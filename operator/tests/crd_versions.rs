@@ -32,7 +32,9 @@ fn install(crd: &str) {
     // `kubectl wait` fails instead of waiting while the new CRD has no conditions yet.
     let established = r#"jsonpath={.status.conditions[?(@.type=="Established")].status}"#;
     for _ in 0..600 {
-        if kubectl(&["get", "crd", "modelorchestras.models.titanml.co", "-o", established], None).is_ok_and(|s| s == "True") {
+        if kubectl(&["get", "crd", "modelorchestras.models.titanml.co", "-o", established], None)
+            .is_ok_and(|s| s == "True")
+        {
             return;
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
@@ -51,7 +53,11 @@ fn the_crd_gains_v1alpha2_keeps_v1alpha1_objects_and_refuses_bad_v1alpha2_crs_na
     let before_spec = "  applications:\n    chat:\n      readerConfig: {modelName: org/model, device: cpu}\n      service: {type: ClusterIP}\n";
     apply(&cr("v1alpha1", "before", before_spec)).expect("a v1alpha1 CR on the released CRD");
     let read = |version: &str| -> Value {
-        let json = kubectl(&["get", &format!("modelorchestras.{version}.models.titanml.co"), "before", "-n", "default", "-o", "json"], None).unwrap();
+        let json = kubectl(
+            &["get", &format!("modelorchestras.{version}.models.titanml.co"), "before", "-n", "default", "-o", "json"],
+            None,
+        )
+        .unwrap();
         serde_json::from_str(&json).unwrap()
     };
     let original = read("v1alpha1");
@@ -66,7 +72,8 @@ fn the_crd_gains_v1alpha2_keeps_v1alpha1_objects_and_refuses_bad_v1alpha2_crs_na
     // Good v1alpha2 CRs are accepted, bad ones refused at apply time naming the field.
     let app = |name: &str| format!("  applications:\n    {name}:\n      readerConfig: {{modelName: org/model}}\n");
     apply(&cr("v1alpha2", "good", &app("chat"))).expect("a valid v1alpha2 CR is accepted");
-    apply(&cr("v1alpha2", "fifty-one", &format!("  fullnameOverride: x\n{}", app(&"a".repeat(51))))).expect("a 51-character application name fits");
+    apply(&cr("v1alpha2", "fifty-one", &format!("  fullnameOverride: x\n{}", app(&"a".repeat(51)))))
+        .expect("a 51-character application name fits");
     let refused = |name: &str, spec: &str| apply(&cr("v1alpha2", name, spec)).expect_err("the API server refuses it");
 
     let err = refused("gw", &app("gateway"));
@@ -80,18 +87,27 @@ fn the_crd_gains_v1alpha2_keeps_v1alpha1_objects_and_refuses_bad_v1alpha2_crs_na
     let err = refused(&"n".repeat(50), "  {}\n");
     assert!(err.contains("`<fullname>-gateway` would exceed 63 characters"), "{err}");
     let err = refused("with-service", &format!("{}      service: {{type: ClusterIP}}\n", app("chat")));
-    assert!(err.contains("spec.applications[chat].service") && err.contains("v1alpha2 has no per-application service"), "{err}");
+    assert!(
+        err.contains("spec.applications[chat].service") && err.contains("v1alpha2 has no per-application service"),
+        "{err}"
+    );
 
     // Stored as v1alpha2, an object written in either version is kept whole: v1alpha2's
     // model cache, and v1alpha1's per-application Service after a v1alpha1 write.
     let cached = format!("{}      modelCache: {{enabled: true, size: 5Gi}}\n", app("chat"));
     apply(&cr("v1alpha2", "cached", &cached)).expect("a v1alpha2 CR with a model cache");
-    let json = kubectl(&["get", "modelorchestras.v1alpha2.models.titanml.co", "cached", "-n", "default", "-o", "json"], None).unwrap();
+    let json =
+        kubectl(&["get", "modelorchestras.v1alpha2.models.titanml.co", "cached", "-n", "default", "-o", "json"], None)
+            .unwrap();
     let cached: Value = serde_json::from_str(&json).unwrap();
     assert_eq!(cached["spec"]["applications"]["chat"]["modelCache"]["size"], "5Gi", "not pruned on its way to storage");
     let rewritten = before_spec.replace("      service:", "      replicaCount: 2\n      service:");
     apply(&cr("v1alpha1", "before", &rewritten)).expect("a v1alpha1 write");
-    assert_eq!(read("v1alpha1")["spec"]["applications"]["chat"]["service"]["type"], "ClusterIP", "stored as v1alpha2, still there");
+    assert_eq!(
+        read("v1alpha1")["spec"]["applications"]["chat"]["service"]["type"],
+        "ClusterIP",
+        "stored as v1alpha2, still there"
+    );
     // A v1alpha2 writer that leaves a v1alpha1 CR's Service alone is not refused for it.
     kubectl(&["label", "modelorchestras.v1alpha2.models.titanml.co", "before", "-n", "default", "team=a"], None)
         .expect("ratcheting lets the unchanged field through");

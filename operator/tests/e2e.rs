@@ -31,11 +31,15 @@ async fn the_sample_cr_gets_every_rendered_object_owned_and_managed_by_the_opera
     for (kind, child) in cluster.children(&name).await {
         let owner = &child.metadata.owner_references.as_ref().expect("owned")[0];
         assert_eq!((owner.uid.as_str(), owner.controller), (uid.as_str(), Some(true)), "{kind:?} {}", child.name_any());
-        let managers: Vec<_> = child.metadata.managed_fields.iter().flatten().map(|m| (m.manager.clone(), m.operation.clone())).collect();
+        let managers: Vec<_> =
+            child.metadata.managed_fields.iter().flatten().map(|m| (m.manager.clone(), m.operation.clone())).collect();
         assert!(managers.contains(&(Some(FIELD_MANAGER.into()), Some("Apply".into()))), "{kind:?}: {managers:?}");
     }
     let cr = cluster.wait_converged(&name).await;
-    assert_eq!(cr.data["status"]["gatewayAddress"], json!(format!("my-model-orchestra-gateway.{}.svc:80", cluster.namespace)));
+    assert_eq!(
+        cr.data["status"]["gatewayAddress"],
+        json!(format!("my-model-orchestra-gateway.{}.svc:80", cluster.namespace))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -57,11 +61,19 @@ async fn the_samples_gpu_pods_are_scheduled_on_the_requested_product_and_the_cr_
     let node_name = pod.spec.as_ref().and_then(|s| s.node_name.clone()).expect("scheduled");
     let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(cluster.client.clone());
     let node = nodes.get(&node_name).await.unwrap();
-    assert_eq!(node.labels().get("nvidia.com/gpu.product").map(String::as_str), Some("NVIDIA-GeForce-RTX-3060"), "placed on {node_name}");
+    assert_eq!(
+        node.labels().get("nvidia.com/gpu.product").map(String::as_str),
+        Some("NVIDIA-GeForce-RTX-3060"),
+        "placed on {node_name}"
+    );
     let spec = pod.spec.as_ref().unwrap();
     let limits = spec.containers[0].resources.as_ref().and_then(|r| r.limits.clone()).unwrap_or_default();
     assert_eq!(limits.get("nvidia.com/gpu").map(|q| q.0.as_str()), Some("1"));
-    assert!(spec.tolerations.iter().flatten().any(|t| t.key.as_deref() == Some("nvidia.com/gpu") && t.effect.as_deref() == Some("NoSchedule")));
+    assert!(spec
+        .tolerations
+        .iter()
+        .flatten()
+        .any(|t| t.key.as_deref() == Some("nvidia.com/gpu") && t.effect.as_deref() == Some("NoSchedule")));
     assert_eq!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Running"));
 }
 
@@ -118,9 +130,11 @@ async fn changing_reader_config_changes_the_config_map_and_rolls_the_pods() {
     let yaml = cr_with_apps("demo", &["chat"], None);
     cluster.apply_cr(&yaml).await;
     cluster.wait_converged("demo").await;
-    let checksum = |d: &kube::api::DynamicObject| d.data["spec"]["template"]["metadata"]["annotations"]["checksum/config"].clone();
+    let checksum =
+        |d: &kube::api::DynamicObject| d.data["spec"]["template"]["metadata"]["annotations"]["checksum/config"].clone();
     let before = cluster.api(Kind::Deployment).get("demo-model-orchestra-chat").await.unwrap();
-    let old_pods: BTreeSet<String> = cluster.component_pods("demo", "application-chat").await.iter().map(|p| p.name_any()).collect();
+    let old_pods: BTreeSet<String> =
+        cluster.component_pods("demo", "application-chat").await.iter().map(|p| p.name_any()).collect();
     let changed = yaml.replace("org/chat-model", "org/other-model");
     cluster.apply_cr(&changed).await;
     let after = eventually("the deployment's checksum changes", || async {
@@ -169,7 +183,11 @@ async fn a_deleted_child_is_recreated_and_a_hand_edited_child_is_repaired() {
     cluster.wait_children("demo", &want).await;
 
     let edit = json!({"data": {"config.yaml": "edited by hand"}});
-    cluster.api(Kind::ConfigMap).patch("demo-model-orchestra-chat", &PatchParams::default(), &Patch::Merge(&edit)).await.unwrap();
+    cluster
+        .api(Kind::ConfigMap)
+        .patch("demo-model-orchestra-chat", &PatchParams::default(), &Patch::Merge(&edit))
+        .await
+        .unwrap();
     eventually("the hand edit is reverted", || async {
         let cm = cluster.api(Kind::ConfigMap).get("demo-model-orchestra-chat").await.ok()?;
         (cm.data["data"]["config.yaml"] != "edited by hand").then_some(())
@@ -193,7 +211,8 @@ async fn a_users_kubectl_scale_and_edit_of_owned_fields_are_reverted() {
     })
     .await;
 
-    let edit = json!({"spec": {"template": {"spec": {"containers": [{"name": deployment, "imagePullPolicy": "Always"}]}}}});
+    let edit =
+        json!({"spec": {"template": {"spec": {"containers": [{"name": deployment, "imagePullPolicy": "Always"}]}}}});
     let edit = serde_json::to_string(&edit).unwrap();
     cluster.kubectl(&["patch", "deployment", deployment, "--type=strategic", "-p", &edit]);
     eventually("the edit of an owned field is reverted", || async {
@@ -233,9 +252,19 @@ async fn fields_other_managers_own_are_kept() {
     cluster.wait_converged("demo").await;
     // …and keeps what the injector owns.
     let d = api.get(deployment).await.unwrap();
-    let containers: Vec<&str> = d.data["spec"]["template"]["spec"]["containers"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    let containers: Vec<&str> = d.data["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
     assert_eq!(containers, [deployment, "proxy-sidecar"]);
-    let volumes: Vec<&str> = d.data["spec"]["template"]["spec"]["volumes"].as_array().unwrap().iter().map(|v| v["name"].as_str().unwrap()).collect();
+    let volumes: Vec<&str> = d.data["spec"]["template"]["spec"]["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
     assert!(volumes.contains(&"sidecar-certs") && volumes.contains(&"config"), "{volumes:?}");
     assert_eq!(d.annotations().get("sidecar.example.com/injected").map(String::as_str), Some("true"));
     assert!(d.metadata.managed_fields.iter().flatten().any(|m| m.manager.as_deref() == Some("sidecar-injector")));
@@ -271,7 +300,11 @@ async fn with_scaling_enabled_the_autoscalers_replicas_are_never_fought_over() {
     let d = api.get(deployment).await.unwrap();
     assert_eq!(d.data["spec"]["replicas"], 3, "the autoscaler's replicas stand");
     if let Some(audit) = cluster.audit() {
-        let scale_writes: Vec<_> = audit.since(mark).into_iter().filter(|e| is_operator_write(e, &op.identity) && e.subresource() == "scale").collect();
+        let scale_writes: Vec<_> = audit
+            .since(mark)
+            .into_iter()
+            .filter(|e| is_operator_write(e, &op.identity) && e.subresource() == "scale")
+            .collect();
         assert!(scale_writes.is_empty(), "{scale_writes:?}");
     }
 }
@@ -288,7 +321,10 @@ async fn deleting_the_cr_lets_the_garbage_collector_remove_its_children() {
     cluster.wait_converged("demo").await;
     cluster.mo_api().delete("demo", &Default::default()).await.unwrap();
     cluster.wait_children("demo", &BTreeSet::new()).await;
-    eventually("the pods are gone too", || async { cluster.component_pods("demo", "application-chat").await.is_empty().then_some(()) }).await;
+    eventually("the pods are gone too", || async {
+        cluster.component_pods("demo", "application-chat").await.is_empty().then_some(())
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -312,7 +348,8 @@ async fn an_invalid_cr_reports_render_failed_and_changes_nothing() {
     assert!(ready["message"].as_str().unwrap().contains("spec.applications"), "{ready}");
     assert_eq!(versions(cluster.children("demo").await), before, "nothing applied or pruned");
 
-    let api: kube::Api<k8s_openapi::api::events::v1::Event> = kube::Api::namespaced(cluster.client.clone(), &cluster.namespace);
+    let api: kube::Api<k8s_openapi::api::events::v1::Event> =
+        kube::Api::namespaced(cluster.client.clone(), &cluster.namespace);
     eventually("a RenderFailed event is published", || async {
         let list = api.list(&Default::default()).await.ok()?;
         list.items.iter().any(|e| e.reason.as_deref() == Some("RenderFailed")).then_some(())
@@ -367,24 +404,30 @@ async fn an_object_the_api_server_refuses_means_no_write_at_all() {
     let yaml = cr_with_apps("demo", &["chat"], None);
     cluster.apply_cr(&yaml).await;
     cluster.wait_converged("demo").await;
-    let before: BTreeSet<_> = cluster.children("demo").await.into_iter().map(|(_, o)| (o.name_any(), o.resource_version())).collect();
+    let before: BTreeSet<_> =
+        cluster.children("demo").await.into_iter().map(|(_, o)| (o.name_any(), o.resource_version())).collect();
     let mark = cluster.audit_mark();
 
     // A change to every application object, and the gateway Service made NodePort: the
     // ConfigMaps and Deployments would be fine, the Service is refused.
-    let refused = format!("{}  gateway:\n    service:\n      type: NodePort\n", yaml.replace("org/chat-model", "org/other-model"));
+    let refused = format!(
+        "{}  gateway:\n    service:\n      type: NodePort\n",
+        yaml.replace("org/chat-model", "org/other-model")
+    );
     cluster.apply_cr(&refused).await;
     let cr = cluster.wait_reason("demo", "Invalid").await;
     let message = ready_condition(&cr).unwrap()["message"].as_str().unwrap().to_string();
     assert!(message.contains("Service demo-model-orchestra-gateway"), "names the object: {message}");
     assert!(message.contains("NodePort Services are not allowed here"), "carries the server's message: {message}");
-    let after: BTreeSet<_> = cluster.children("demo").await.into_iter().map(|(_, o)| (o.name_any(), o.resource_version())).collect();
+    let after: BTreeSet<_> =
+        cluster.children("demo").await.into_iter().map(|(_, o)| (o.name_any(), o.resource_version())).collect();
     assert_eq!(after, before, "nothing written");
     if let Some(writes) = cluster.writes_by(&op.identity, mark) {
         let child_writes: Vec<_> = writes.iter().filter(|e| e.resource() != "modelorchestras").collect();
         assert!(child_writes.is_empty(), "only dry runs and the status: {child_writes:?}");
     }
-    let events: kube::Api<k8s_openapi::api::events::v1::Event> = kube::Api::namespaced(cluster.client.clone(), &cluster.namespace);
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> =
+        kube::Api::namespaced(cluster.client.clone(), &cluster.namespace);
     eventually("an Invalid event is published", || async {
         let list = events.list(&Default::default()).await.ok()?;
         list.items.iter().any(|e| e.reason.as_deref() == Some("Invalid")).then_some(())
@@ -427,11 +470,20 @@ async fn with_faults_injected_the_operator_converges_once_they_stop() {
     };
     let yaml = cr_with_apps("demo", &["chat", "embed"], None);
     cluster.apply_cr(&yaml).await;
-    proxy.set_faults(Faults { latency: Duration::from_millis(5), error_rate: 0.15, reset_rate: 0.05, drop_watches_after: Some(Duration::from_millis(1500)) });
+    proxy.set_faults(Faults {
+        latency: Duration::from_millis(5),
+        error_rate: 0.15,
+        reset_rate: 0.05,
+        drop_watches_after: Some(Duration::from_millis(1500)),
+    });
     let kubeconfig = cluster.operator_kubeconfig("v0", Some(&proxy.url())).await;
     // The Lease lasts as long as in production (15 s): a leader that cannot renew it for
     // that long stops, and here nothing would restart it.
-    let _op = Operator::start(&cluster, OperatorOptions { kubeconfig: Some(&kubeconfig), lease_seconds: 15, ..Default::default() }).await;
+    let _op = Operator::start(
+        &cluster,
+        OperatorOptions { kubeconfig: Some(&kubeconfig), lease_seconds: 15, ..Default::default() },
+    )
+    .await;
     // It starts, discovers, lists and watches through errors, resets and broken watches.
     eventually("every kind of fault has been injected", || async {
         let injected = proxy.injected();
@@ -464,16 +516,27 @@ async fn a_converged_cr_costs_no_writes_on_resync_and_its_status_survives_prunin
     let fields: BTreeSet<&str> = status.keys().map(String::as_str).collect();
     assert_eq!(
         fields,
-        BTreeSet::from(["observedGeneration", "conditions", "applicationsReady", "applications", "gatewayAddress", "operatorVersion", "appliedHash"])
+        BTreeSet::from([
+            "observedGeneration",
+            "conditions",
+            "applicationsReady",
+            "applications",
+            "gatewayAddress",
+            "operatorVersion",
+            "appliedHash"
+        ])
     );
     assert_eq!(status["applications"]["chat"], json!({"readyReplicas": 1, "desiredReplicas": 1, "ready": true}));
 
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let mark = cluster.audit_mark();
     let metrics_addr = op.metrics_addr().await;
-    let reconciles_before = metric(&fetch_metrics(&metrics_addr).await, "model_orchestra_reconciles_total{result=\"success\"}");
+    let reconciles_before =
+        metric(&fetch_metrics(&metrics_addr).await, "model_orchestra_reconciles_total{result=\"success\"}");
     tokio::time::sleep(Duration::from_secs(4)).await;
-    let reconciles = metric(&fetch_metrics(&metrics_addr).await, "model_orchestra_reconciles_total{result=\"success\"}") - reconciles_before;
+    let reconciles =
+        metric(&fetch_metrics(&metrics_addr).await, "model_orchestra_reconciles_total{result=\"success\"}")
+            - reconciles_before;
     assert!(reconciles >= 3.0, "resyncs happened ({reconciles})");
     let Some(writes) = cluster.writes_by(&op.identity, mark) else {
         eprintln!("write count skipped on an external cluster: it needs the local API server's audit log");
@@ -486,31 +549,53 @@ async fn a_converged_cr_costs_no_writes_on_resync_and_its_status_survives_prunin
 async fn operators_with_different_routing_values_each_write_only_their_own_crs() {
     let cluster = Cluster::start("routing").await;
     let mark = cluster.audit_mark();
-    let v0 = Operator::start(&cluster, OperatorOptions { routing: "v0", claim_unlabeled: false, identity: "op-v0", ..Default::default() }).await;
-    let v1 = Operator::start(&cluster, OperatorOptions { routing: "v1", claim_unlabeled: false, identity: "op-v1", ..Default::default() }).await;
+    let v0 = Operator::start(
+        &cluster,
+        OperatorOptions { routing: "v0", claim_unlabeled: false, identity: "op-v0", ..Default::default() },
+    )
+    .await;
+    let v1 = Operator::start(
+        &cluster,
+        OperatorOptions { routing: "v1", claim_unlabeled: false, identity: "op-v1", ..Default::default() },
+    )
+    .await;
     let a = cr_with_apps("alpha", &["chat"], Some("v0"));
     let b = cr_with_apps("beta", &["chat"], Some("v1"));
     cluster.apply_cr(&a).await;
     cluster.apply_cr(&b).await;
     cluster.wait_converged("alpha").await;
     cluster.wait_converged("beta").await;
-    let (Some(by_v0), Some(by_v1)) = (cluster.writes_by(&v0.identity, mark), cluster.writes_by(&v1.identity, mark)) else {
+    let (Some(by_v0), Some(by_v1)) = (cluster.writes_by(&v0.identity, mark), cluster.writes_by(&v1.identity, mark))
+    else {
         return;
     };
-    let touches = |e: &local_cluster::audit::AuditEvent, cr: &str| e.name() == cr || e.name().starts_with(&format!("{cr}-"));
+    let touches =
+        |e: &local_cluster::audit::AuditEvent, cr: &str| e.name() == cr || e.name().starts_with(&format!("{cr}-"));
     assert!(by_v0.iter().all(|w| !touches(w, "beta")), "v0 wrote beta's objects");
     assert!(by_v1.iter().all(|w| !touches(w, "alpha")), "v1 wrote alpha's objects");
     assert!(!by_v0.is_empty() && !by_v1.is_empty());
     // Each line writes as its own ServiceAccount.
-    assert!(by_v0.iter().all(|w| w.user.username == "system:serviceaccount:model-orchestra-system:model-orchestra-operator-v0"));
-    assert!(by_v1.iter().all(|w| w.user.username == "system:serviceaccount:model-orchestra-system:model-orchestra-operator-v1"));
+    assert!(by_v0
+        .iter()
+        .all(|w| w.user.username == "system:serviceaccount:model-orchestra-system:model-orchestra-operator-v0"));
+    assert!(by_v1
+        .iter()
+        .all(|w| w.user.username == "system:serviceaccount:model-orchestra-system:model-orchestra-operator-v1"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cr_relabelled_from_v0_to_v1_is_taken_over_without_recreating_its_children() {
     let cluster = Cluster::start("takeover").await;
-    let _v0 = Operator::start(&cluster, OperatorOptions { routing: "v0", claim_unlabeled: false, identity: "op-v0", ..Default::default() }).await;
-    let v1 = Operator::start(&cluster, OperatorOptions { routing: "v1", claim_unlabeled: false, identity: "op-v1", ..Default::default() }).await;
+    let _v0 = Operator::start(
+        &cluster,
+        OperatorOptions { routing: "v0", claim_unlabeled: false, identity: "op-v0", ..Default::default() },
+    )
+    .await;
+    let v1 = Operator::start(
+        &cluster,
+        OperatorOptions { routing: "v1", claim_unlabeled: false, identity: "op-v1", ..Default::default() },
+    )
+    .await;
     let on_v0 = cr_with_apps("demo", &["chat"], Some("v0"));
     cluster.apply_cr(&on_v0).await;
     cluster.wait_children("demo", &cluster.expected(&on_v0)).await;
@@ -546,7 +631,8 @@ async fn two_instances_with_the_same_routing_value_never_both_write() {
     if let Some(writes) = cluster.writes_by("op-b", mark) {
         assert!(writes.is_empty(), "the standby wrote: {writes:?}");
     }
-    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> = kube::Api::namespaced(cluster.client.clone(), &cluster.namespace);
+    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+        kube::Api::namespaced(cluster.client.clone(), &cluster.namespace);
     let lease = leases.get("model-orchestra-operator-v0").await.unwrap();
     assert_eq!(lease.spec.unwrap().holder_identity.as_deref(), Some("op-a"));
 
@@ -576,7 +662,8 @@ async fn the_operations_endpoint_serves_health_readiness_and_metrics() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_operators_own_deployment_is_admitted_and_runs_in_a_namespace_enforcing_restricted() {
     let cluster = Cluster::start("restricted").await;
-    if !cluster.has_fake_nodes("the_operators_own_deployment_is_admitted_and_runs_in_a_namespace_enforcing_restricted") {
+    if !cluster.has_fake_nodes("the_operators_own_deployment_is_admitted_and_runs_in_a_namespace_enforcing_restricted")
+    {
         return;
     }
     let options = model_orchestra::manifests::deploy::DeployOptions {
@@ -588,7 +675,10 @@ async fn the_operators_own_deployment_is_admitted_and_runs_in_a_namespace_enforc
         release: None,
     };
     let objects = model_orchestra::manifests::deploy::all(&options);
-    assert_eq!(objects[0]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"], "restricted", "the Namespace enforces restricted");
+    assert_eq!(
+        objects[0]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"], "restricted",
+        "the Namespace enforces restricted"
+    );
     let yaml = model_orchestra::manifests::deploy::all_yaml(&options);
     let dir = TempDir::new("restricted-manifests");
     let file = dir.0.join("operator.yaml");
@@ -600,7 +690,11 @@ async fn the_operators_own_deployment_is_admitted_and_runs_in_a_namespace_enforc
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(!String::from_utf8_lossy(&out.stderr).contains("would violate PodSecurity"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("would violate PodSecurity"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let pods: kube::Api<Pod> = kube::Api::namespaced(cluster.client.clone(), &options.namespace);
     eventually("the operator's pod runs", || async {
         let list = pods.list(&Default::default()).await.ok()?;
@@ -638,9 +732,15 @@ async fn the_operator_forgets_deleted_crs() {
             .await;
     }
     let addr = op.metrics_addr().await;
-    eventually("every CR is tracked", || async { (metric(&fetch_metrics(&addr).await, "model_orchestra_tracked_resources") == 30.0).then_some(()) }).await;
+    eventually("every CR is tracked", || async {
+        (metric(&fetch_metrics(&addr).await, "model_orchestra_tracked_resources") == 30.0).then_some(())
+    })
+    .await;
     for name in &names {
         cluster.mo_api().delete(name, &Default::default()).await.unwrap();
     }
-    eventually("deleted CRs are forgotten", || async { (metric(&fetch_metrics(&addr).await, "model_orchestra_tracked_resources") == 0.0).then_some(()) }).await;
+    eventually("deleted CRs are forgotten", || async {
+        (metric(&fetch_metrics(&addr).await, "model_orchestra_tracked_resources") == 0.0).then_some(())
+    })
+    .await;
 }

@@ -45,8 +45,16 @@ async fn setup(test: &str) -> (Cluster, Operator) {
     }))
     .unwrap();
     let pvs: Api<PersistentVolume> = Api::all(cluster.client.clone());
-    pvs.patch(&pv.name_any(), &PatchParams::apply("e2e").force(), &Patch::Apply(&pv)).await.expect("create the PersistentVolume");
-    let options = OperatorOptions { api_version: "v1alpha2", routing: "v1", claim_unlabeled: true, identity: "op-cache", ..Default::default() };
+    pvs.patch(&pv.name_any(), &PatchParams::apply("e2e").force(), &Patch::Apply(&pv))
+        .await
+        .expect("create the PersistentVolume");
+    let options = OperatorOptions {
+        api_version: "v1alpha2",
+        routing: "v1",
+        claim_unlabeled: true,
+        identity: "op-cache",
+        ..Default::default()
+    };
     let operator = Operator::start(&cluster, options).await;
     (cluster, operator)
 }
@@ -56,7 +64,9 @@ fn v1alpha2_api(cluster: &Cluster) -> Api<DynamicObject> {
 }
 
 async fn apply(cluster: &Cluster, model: &str) {
-    cluster.apply_value(&cached_cr(&cluster.namespace, model), "modelorchestras", "models.titanml.co", "v1alpha2").await;
+    cluster
+        .apply_value(&cached_cr(&cluster.namespace, model), "modelorchestras", "models.titanml.co", "v1alpha2")
+        .await;
 }
 
 /// Waits until the chat application's model has `phase`; returns the CR (read at v1alpha2).
@@ -80,7 +90,12 @@ async fn wait_model(cluster: &Cluster, phase: &str) -> DynamicObject {
                 .await
                 .map(|l| l.items.into_iter().map(|j| j.data["status"].clone()).collect())
                 .unwrap_or_default();
-            let pods: Vec<Value> = cluster.component_pods(RELEASE, "model-chat").await.into_iter().map(|p| serde_json::to_value(p.status).unwrap()).collect();
+            let pods: Vec<Value> = cluster
+                .component_pods(RELEASE, "model-chat")
+                .await
+                .into_iter()
+                .map(|p| serde_json::to_value(p.status).unwrap())
+                .collect();
             panic!("the chat model is not {phase} after 90 s\nstatus: {status:#}\njobs: {jobs:#?}\npods: {pods:#?}");
         }
         tokio::time::sleep(std::time::Duration::from_millis(250)).await;
@@ -109,7 +124,8 @@ async fn a_cached_application_serves_only_after_its_model_is_downloaded_into_its
     cluster.wait_converged(RELEASE).await;
 
     let job_name = cr.data["status"]["applications"]["chat"]["model"]["job"].as_str().unwrap().to_string();
-    let job: Job = Api::namespaced(cluster.client.clone(), &cluster.namespace).get(&job_name).await.expect("the download Job");
+    let job: Job =
+        Api::namespaced(cluster.client.clone(), &cluster.namespace).get(&job_name).await.expect("the download Job");
     let completed = job.status.and_then(|s| s.completion_time).expect("the Job completed");
     let d = deployment(&cluster).await;
     assert_eq!(d["spec"]["replicas"], 1);
@@ -120,7 +136,13 @@ async fn a_cached_application_serves_only_after_its_model_is_downloaded_into_its
     // No reader pod existed before the download was done.
     for pod in cluster.component_pods(RELEASE, "application-chat").await {
         let created = pod.metadata.creation_timestamp.clone().unwrap();
-        assert!(created.0 >= completed.0, "pod {} created at {:?}, before the download completed at {:?}", pod.name_any(), created, completed);
+        assert!(
+            created.0 >= completed.0,
+            "pod {} created at {:?}, before the download completed at {:?}",
+            pod.name_any(),
+            created,
+            completed
+        );
     }
 }
 
@@ -137,7 +159,10 @@ async fn a_failed_download_is_reported_with_the_pods_message_and_fixing_the_mode
     let events: Api<Event> = Api::namespaced(cluster.client.clone(), &cluster.namespace);
     eventually("a ModelDownloadFailed event", || async {
         let list = events.list(&ListParams::default()).await.ok()?;
-        list.items.iter().any(|e| e.reason.as_deref() == Some("ModelDownloadFailed") && e.type_.as_deref() == Some("Warning")).then_some(())
+        list.items
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("ModelDownloadFailed") && e.type_.as_deref() == Some("Warning"))
+            .then_some(())
     })
     .await;
     // Nothing is torn down: the gateway serves, the application waits at zero replicas.
@@ -160,13 +185,21 @@ async fn a_refresh_downloads_again_rolls_the_pods_once_and_is_stamped_on_the_cr(
     let before = wait_model(&cluster, "Ready").await;
     cluster.wait_converged(RELEASE).await;
     let first_job = before.data["status"]["applications"]["chat"]["model"]["job"].as_str().unwrap().to_string();
-    let revision = |d: &Value| d["metadata"]["annotations"]["deployment.kubernetes.io/revision"].as_str().unwrap_or_default().to_string();
+    let revision = |d: &Value| {
+        d["metadata"]["annotations"]["deployment.kubernetes.io/revision"].as_str().unwrap_or_default().to_string()
+    };
     let first_revision = revision(&deployment(&cluster).await);
 
-    let pod_revision = |d: &Value| d["spec"]["template"]["metadata"]["annotations"]["models.titanml.co/model-revision"].clone();
+    let pod_revision =
+        |d: &Value| d["spec"]["template"]["metadata"]["annotations"]["models.titanml.co/model-revision"].clone();
     let first_pods = pod_revision(&deployment(&cluster).await);
 
-    cluster.kubectl(&["annotate", "modelorchestras.v1alpha2.models.titanml.co", RELEASE, "models.titanml.co/refresh=r1"]);
+    cluster.kubectl(&[
+        "annotate",
+        "modelorchestras.v1alpha2.models.titanml.co",
+        RELEASE,
+        "models.titanml.co/refresh=r1",
+    ]);
     let api = v1alpha2_api(&cluster);
     // While the same model downloads again, the application keeps serving the first download.
     eventually("the refresh's download is under way", || async {
@@ -188,11 +221,22 @@ async fn a_refresh_downloads_again_rolls_the_pods_once_and_is_stamped_on_the_cr(
     assert_ne!(model["job"], first_job.as_str(), "a new Job");
     assert_eq!(model["refresh"], "r1");
     let d = deployment(&cluster).await;
-    assert_eq!(revision(&d).parse::<u32>().unwrap(), first_revision.parse::<u32>().unwrap() + 1, "the pods rolled once");
+    assert_eq!(
+        revision(&d).parse::<u32>().unwrap(),
+        first_revision.parse::<u32>().unwrap() + 1,
+        "the pods rolled once"
+    );
 
     // Annotating again with the same value (and reconciling for another reason) does nothing.
     let stamped = after.data["status"]["modelRefresh"].clone();
-    cluster.kubectl(&["annotate", "--overwrite", "modelorchestras.v1alpha2.models.titanml.co", RELEASE, "models.titanml.co/refresh=r1", "touched=yes"]);
+    cluster.kubectl(&[
+        "annotate",
+        "--overwrite",
+        "modelorchestras.v1alpha2.models.titanml.co",
+        RELEASE,
+        "models.titanml.co/refresh=r1",
+        "touched=yes",
+    ]);
     tokio::time::sleep(std::time::Duration::from_secs(3)).await;
     let again = api.get(RELEASE).await.unwrap();
     assert_eq!(again.data["status"]["modelRefresh"], stamped);

@@ -11,7 +11,10 @@ fn repo_file(path: &str) -> String {
 
 #[test]
 fn checked_in_crd_is_up_to_date() {
-    assert!(repo_file("config/crd/models.titanml.co_modelorchestras.yaml") == crd::crd_yaml(), "config/crd is stale: run `make generate`");
+    assert!(
+        repo_file("config/crd/models.titanml.co_modelorchestras.yaml") == crd::crd_yaml(),
+        "config/crd is stale: run `make generate`"
+    );
 }
 
 #[test]
@@ -28,9 +31,11 @@ fn every_released_crd_version_is_generated_byte_for_byte_as_released() {
         for version in released["spec"]["versions"].as_array().unwrap() {
             let name = version["name"].as_str().unwrap();
             let current = generated["spec"]["versions"].as_array().unwrap().iter().find(|v| v["name"] == name);
-            let current = current.unwrap_or_else(|| panic!("{}: version {name} is no longer in the CRD", release.display()));
+            let current =
+                current.unwrap_or_else(|| panic!("{}: version {name} is no longer in the CRD", release.display()));
             assert!(
-                serde_yaml::to_string(&current["schema"]).unwrap() == serde_yaml::to_string(&version["schema"]).unwrap(),
+                serde_yaml::to_string(&current["schema"]).unwrap()
+                    == serde_yaml::to_string(&version["schema"]).unwrap(),
                 "{}: the schema of {name} changed; released versions are frozen (add a version instead)",
                 release.display()
             );
@@ -43,9 +48,13 @@ fn every_released_crd_version_is_generated_byte_for_byte_as_released() {
 
 #[test]
 fn checked_in_values_schema_is_up_to_date() {
-    assert!(repo_file("charts/model-orchestra/values.schema.json") == crd::values_schema_json(), "values.schema.json is stale: run `make generate`");
     assert!(
-        repo_file("charts/model-orchestra-1.0/values.schema.json") == crd::values_schema_json_for(model_orchestra::chart::Contract::V1alpha2),
+        repo_file("charts/model-orchestra/values.schema.json") == crd::values_schema_json(),
+        "values.schema.json is stale: run `make generate`"
+    );
+    assert!(
+        repo_file("charts/model-orchestra-1.0/values.schema.json")
+            == crd::values_schema_json_for(model_orchestra::chart::Contract::V1alpha2),
         "charts/model-orchestra-1.0/values.schema.json is stale: run `make generate`"
     );
 }
@@ -53,7 +62,8 @@ fn checked_in_values_schema_is_up_to_date() {
 #[test]
 fn checked_in_cluster_role_is_up_to_date() {
     assert!(
-        repo_file("config/rbac/role.yaml") == model_orchestra::manifests::rbac::cluster_role_yaml("model-orchestra-operator"),
+        repo_file("config/rbac/role.yaml")
+            == model_orchestra::manifests::rbac::cluster_role_yaml("model-orchestra-operator"),
         "config/rbac/role.yaml is stale: run `make generate`"
     );
 }
@@ -81,14 +91,21 @@ fn crd_names_group_version_short_name_and_printer_columns() {
     assert_eq!(crd["spec"]["scope"], "Namespaced");
     assert_eq!(crd["spec"]["names"]["shortNames"], serde_json::json!(["mo"]));
     let versions = crd["spec"]["versions"].as_array().unwrap();
-    let mut names: Vec<(&str, bool, bool)> =
-        versions.iter().map(|v| (v["name"].as_str().unwrap(), v["served"].as_bool().unwrap(), v["storage"].as_bool().unwrap())).collect();
+    let mut names: Vec<(&str, bool, bool)> = versions
+        .iter()
+        .map(|v| (v["name"].as_str().unwrap(), v["served"].as_bool().unwrap(), v["storage"].as_bool().unwrap()))
+        .collect();
     names.sort();
     assert_eq!(names, [("v1alpha1", true, false), ("v1alpha2", true, true)], "both served, v1alpha2 stored");
     assert!(crd["spec"].get("conversion").is_none_or(|c| c["strategy"] == "None"));
     for version in versions {
         assert_eq!(version["subresources"]["status"], serde_json::json!({}));
-        let columns: Vec<&str> = version["additionalPrinterColumns"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+        let columns: Vec<&str> = version["additionalPrinterColumns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
         assert_eq!(columns, ["Ready", "Applications", "Age"]);
     }
 }
@@ -184,7 +201,8 @@ fn crd_schema_is_structural() {
 fn crd_validates_device_and_counts() {
     let crd = serde_json::to_value(crd::crd()).unwrap();
     for version in crd["spec"]["versions"].as_array().unwrap() {
-        let app = &version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["applications"]["additionalProperties"];
+        let app = &version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["applications"]
+            ["additionalProperties"];
         let device = &app["properties"]["readerConfig"]["properties"]["device"];
         let allowed: Vec<&str> = device["enum"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
         assert_eq!(allowed, ["cpu", "cuda"]);

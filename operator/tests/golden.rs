@@ -14,7 +14,10 @@ fn check_golden(name: &str, yaml: &str) {
         std::fs::write(&path, &rendered).unwrap();
     }
     let want = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(rendered == want, "{path} differs from the render; run UPDATE_GOLDEN=1 cargo test --test golden and review the diff");
+    assert!(
+        rendered == want,
+        "{path} differs from the render; run UPDATE_GOLDEN=1 cargo test --test golden and review the diff"
+    );
 }
 
 #[test]
@@ -40,7 +43,8 @@ fn rendering_is_byte_stable() {
 fn the_yaml_stream_parses_back_to_the_same_objects() {
     let objects = render(&data("maximal.yaml"));
     let text = to_yaml_stream(&objects);
-    let parsed: Vec<serde_json::Value> = text.split("---\n").filter(|d| !d.trim().is_empty()).map(|d| serde_yaml::from_str(d).unwrap()).collect();
+    let parsed: Vec<serde_json::Value> =
+        text.split("---\n").filter(|d| !d.trim().is_empty()).map(|d| serde_yaml::from_str(d).unwrap()).collect();
     let originals: Vec<serde_json::Value> = objects.into_iter().map(|o| o.object).collect();
     assert_eq!(parsed, originals);
 }
@@ -73,9 +77,16 @@ fn many_applications_render_exactly_the_objects_each_renders_alone() {
     // gets must not depend on that.
     use model_orchestra::chart::Component;
     let together = render(&with_applications(0..40));
-    let mut alone: Vec<_> = render(&with_applications(0..1)).into_iter().filter(|o| !matches!(o.component, Component::Application(_))).collect();
+    let mut alone: Vec<_> = render(&with_applications(0..1))
+        .into_iter()
+        .filter(|o| !matches!(o.component, Component::Application(_)))
+        .collect();
     for i in 0..40 {
-        alone.extend(render(&with_applications(i..i + 1)).into_iter().filter(|o| matches!(o.component, Component::Application(_))));
+        alone.extend(
+            render(&with_applications(i..i + 1))
+                .into_iter()
+                .filter(|o| matches!(o.component, Component::Application(_))),
+        );
     }
     alone.sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
     assert_eq!(together.len(), alone.len());
@@ -84,7 +95,8 @@ fn many_applications_render_exactly_the_objects_each_renders_alone() {
 
 #[test]
 fn a_bad_application_far_down_the_list_is_named_as_in_a_small_render() {
-    let yaml = with_applications(0..40).replace("app-37:", "app-37-with-a-name-that-is-long-enough-to-overflow-the-label:");
+    let yaml =
+        with_applications(0..40).replace("app-37:", "app-37-with-a-name-that-is-long-enough-to-overflow-the-label:");
     let err = try_render(&yaml).unwrap_err().to_string();
     assert!(err.contains("spec.applications.app-37-with-a-name-that-is-long-enough-to-overflow-the-label"), "{err}");
 }

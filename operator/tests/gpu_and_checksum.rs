@@ -35,12 +35,16 @@ fn cuda_gpu_count_is_tensor_parallel() {
 #[test]
 fn cuda_keeps_the_users_other_resources_beside_the_gpu_limit() {
     let d = app_deployment("readerConfig: {device: cuda}\nresources: {limits: {memory: 8Gi}, requests: {cpu: '1'}}");
-    assert_eq!(container(&d)["resources"], json!({"limits": {"memory": "8Gi", "nvidia.com/gpu": "1"}, "requests": {"cpu": "1"}}));
+    assert_eq!(
+        container(&d)["resources"],
+        json!({"limits": {"memory": "8Gi", "nvidia.com/gpu": "1"}, "requests": {"cpu": "1"}})
+    );
 }
 
 #[test]
 fn a_user_gpu_limit_is_kept() {
-    let d = app_deployment("readerConfig: {device: cuda, tensorParallel: 4}\nresources: {limits: {nvidia.com/gpu: '2'}}");
+    let d =
+        app_deployment("readerConfig: {device: cuda, tensorParallel: 4}\nresources: {limits: {nvidia.com/gpu: '2'}}");
     assert_eq!(container(&d)["resources"], json!({"limits": {"nvidia.com/gpu": "2"}}));
 }
 
@@ -48,14 +52,21 @@ fn a_user_gpu_limit_is_kept() {
 fn a_user_gpu_request_without_a_limit_means_that_many_gpus() {
     // Extended resources cannot be overcommitted: the API server refuses a request without
     // an equal limit, so the request is the limit too (not tensorParallel's default).
-    let d = app_deployment("readerConfig: {device: cuda, tensorParallel: 4}\nresources: {requests: {nvidia.com/gpu: '2'}}");
-    assert_eq!(container(&d)["resources"], json!({"limits": {"nvidia.com/gpu": "2"}, "requests": {"nvidia.com/gpu": "2"}}));
+    let d =
+        app_deployment("readerConfig: {device: cuda, tensorParallel: 4}\nresources: {requests: {nvidia.com/gpu: '2'}}");
+    assert_eq!(
+        container(&d)["resources"],
+        json!({"limits": {"nvidia.com/gpu": "2"}, "requests": {"nvidia.com/gpu": "2"}})
+    );
 }
 
 #[test]
 fn any_extended_resource_requested_without_a_limit_gets_its_request_as_limit() {
     let d = app_deployment("readerConfig: {device: cpu}\nresources: {requests: {example.com/fpga: '1', cpu: 500m}}");
-    assert_eq!(container(&d)["resources"], json!({"limits": {"example.com/fpga": "1"}, "requests": {"example.com/fpga": "1", "cpu": "500m"}}));
+    assert_eq!(
+        container(&d)["resources"],
+        json!({"limits": {"example.com/fpga": "1"}, "requests": {"example.com/fpga": "1", "cpu": "500m"}})
+    );
 }
 
 #[test]
@@ -81,8 +92,12 @@ fn cpu_applications_get_no_gpu_defaults() {
 
 #[test]
 fn node_selector_passes_through_unchanged() {
-    let d = app_deployment("readerConfig: {device: cuda}\nnodeSelector: {nvidia.com/gpu.product: NVIDIA-GeForce-RTX-3060}");
-    assert_eq!(d["spec"]["template"]["spec"]["nodeSelector"], json!({"nvidia.com/gpu.product": "NVIDIA-GeForce-RTX-3060"}));
+    let d =
+        app_deployment("readerConfig: {device: cuda}\nnodeSelector: {nvidia.com/gpu.product: NVIDIA-GeForce-RTX-3060}");
+    assert_eq!(
+        d["spec"]["template"]["spec"]["nodeSelector"],
+        json!({"nvidia.com/gpu.product": "NVIDIA-GeForce-RTX-3060"})
+    );
 }
 
 fn checksums(spec: &str) -> (String, String, String) {
@@ -99,7 +114,8 @@ const BASE: &str = "applications:\n  a: {readerConfig: {modelName: m1}}\n  b: {r
 #[test]
 fn checksum_changes_only_for_the_application_whose_reader_config_changed() {
     let (gw0, a0, b0) = checksums(BASE);
-    let (gw1, a1, b1) = checksums("applications:\n  a: {readerConfig: {modelName: changed}}\n  b: {readerConfig: {modelName: m2}}\n");
+    let (gw1, a1, b1) =
+        checksums("applications:\n  a: {readerConfig: {modelName: changed}}\n  b: {readerConfig: {modelName: m2}}\n");
     assert_ne!(a0, a1);
     assert_eq!((gw0, b0), (gw1, b1));
 }

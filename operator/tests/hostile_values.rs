@@ -200,7 +200,8 @@ proptest! {
 fn cr_v1alpha2_with(strings: &[String]) -> Value {
     let mut cr = cr_with(strings);
     cr["apiVersion"] = "models.titanml.co/v1alpha2".into();
-    cr["spec"]["applicationTemplate"]["modelsVolume"] = serde_json::json!({"name": "models", "persistentVolumeClaim": {"claimName": "models"}});
+    cr["spec"]["applicationTemplate"]["modelsVolume"] =
+        serde_json::json!({"name": "models", "persistentVolumeClaim": {"claimName": "models"}});
     cr["spec"]["applications"]["chat"]["modelCache"] = serde_json::json!({
         "enabled": true,
         "downloader": {"command": ["sh", "-c", strings[0]], "env": [{"name": "NOTE", "value": strings[1]}], "image": "example.com/downloader:v1"}
@@ -221,7 +222,9 @@ fn shapes_v1alpha2(objects: &[RenderedObject]) -> Vec<(Kind, String, Value)> {
 }
 
 fn render_v1alpha2_value(cr: &Value) -> Vec<RenderedObject> {
-    let model_orchestra::input::Versioned::V1alpha2(mo) = model_orchestra::input::versioned_from_value(cr).unwrap_or_else(|e| panic!("rejected: {e}")) else {
+    let model_orchestra::input::Versioned::V1alpha2(mo) =
+        model_orchestra::input::versioned_from_value(cr).unwrap_or_else(|e| panic!("rejected: {e}"))
+    else {
         panic!("not read as v1alpha2")
     };
     model_orchestra::render_v1alpha2(chart_v1alpha2(), &mo, "default").unwrap_or_else(|e| panic!("render failed: {e}"))

@@ -31,7 +31,9 @@ fn a_generated_name_over_63_characters_is_rejected_not_truncated() {
 #[test]
 fn a_release_name_too_long_for_the_gateway_name_is_rejected() {
     let name = format!("{}-model-orchestra", "x".repeat(44));
-    let yaml = format!("apiVersion: models.titanml.co/v1alpha1\nkind: ModelOrchestra\nmetadata:\n  name: {name}\nspec: {{}}\n");
+    let yaml = format!(
+        "apiVersion: models.titanml.co/v1alpha1\nkind: ModelOrchestra\nmetadata:\n  name: {name}\nspec: {{}}\n"
+    );
     let (field, message) = input_error(&yaml);
     assert_eq!(field, "metadata.name");
     assert!(message.contains("generated name"), "{message}");
@@ -98,28 +100,36 @@ fn a_port_above_its_maximum_is_rejected() {
 
 #[test]
 fn an_env_var_name_with_an_equals_sign_is_rejected_where_it_is_written() {
-    let (field, message) = input_error(&cr("applicationTemplate:\n  env: [{name: 1BAD=NAME, value: x}]\napplications:\n  chat: {}\n"));
+    let (field, message) =
+        input_error(&cr("applicationTemplate:\n  env: [{name: 1BAD=NAME, value: x}]\napplications:\n  chat: {}\n"));
     assert_eq!(field, "spec.applicationTemplate.env[0].name");
     assert!(message.contains("other than `=`"), "{message}");
 }
 
 #[test]
 fn a_node_port_on_a_cluster_ip_service_is_rejected() {
-    let (field, message) = input_error(&cr("gateway:\n  service:\n    ports: [{name: http, port: 80, nodePort: 30080}]\n"));
+    let (field, message) =
+        input_error(&cr("gateway:\n  service:\n    ports: [{name: http, port: 80, nodePort: 30080}]\n"));
     assert_eq!(field, "spec.gateway.service.ports[0].nodePort");
     assert!(message.contains("NodePort or LoadBalancer"), "{message}");
 }
 
 #[test]
 fn a_template_field_is_named_as_the_templates_and_an_own_field_as_the_applications() {
-    let (field, _) = input_error(&cr("applicationTemplate:\n  volumeMounts: [{name: missing, mountPath: /m}]\napplications:\n  chat: {}\n"));
+    let (field, _) = input_error(&cr(
+        "applicationTemplate:\n  volumeMounts: [{name: missing, mountPath: /m}]\napplications:\n  chat: {}\n",
+    ));
     assert_eq!(field, "spec.applicationTemplate.volumeMounts[0].name");
     let (field, _) = input_error(&cr("applicationTemplate:\n  volumeMounts: [{name: missing, mountPath: /m}]\napplications:\n  chat:\n    volumeMounts: [{name: dshm, mountPath: /dev/shm}]\n"));
-    assert_eq!(field, "spec.applications.chat.volumeMounts[0].mountPath", "the application's list replaced the template's");
+    assert_eq!(
+        field, "spec.applications.chat.volumeMounts[0].mountPath",
+        "the application's list replaced the template's"
+    );
 }
 
 #[test]
 fn a_probe_with_two_handlers_is_rejected() {
-    let (field, _) = input_error(&cr("gateway:\n  readinessProbe: {httpGet: {path: /, port: 80}, tcpSocket: {port: 80}}\n"));
+    let (field, _) =
+        input_error(&cr("gateway:\n  readinessProbe: {httpGet: {path: /, port: 80}, tcpSocket: {port: 80}}\n"));
     assert_eq!(field, "spec.gateway.readinessProbe");
 }

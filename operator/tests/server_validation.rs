@@ -33,9 +33,13 @@ fn chart() -> &'static Chart {
 async fn dry_run(cluster: &Cluster, objects: &[RenderedObject]) -> Result<(), String> {
     futures::stream::iter(objects)
         .map(|o| async move {
-            let api: Api<DynamicObject> = Api::namespaced_with(cluster.client.clone(), &cluster.namespace, &api_resource(o.kind));
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(cluster.client.clone(), &cluster.namespace, &api_resource(o.kind));
             let params = PatchParams { dry_run: true, ..PatchParams::apply("server-validation").force() };
-            api.patch(&o.name, &params, &Patch::Apply(&o.object)).await.map(drop).map_err(|e| format!("{} {}: {e}", o.kind.kind(), o.name))
+            api.patch(&o.name, &params, &Patch::Apply(&o.object))
+                .await
+                .map(drop)
+                .map_err(|e| format!("{} {}: {e}", o.kind.kind(), o.name))
         })
         .buffer_unordered(8)
         .try_collect()
@@ -63,7 +67,9 @@ async fn the_samples_objects_pass_the_api_servers_dry_run() {
 async fn the_v1alpha2_samples_objects_pass_the_api_servers_dry_run() {
     let cluster = Cluster::start("dry-run-v1alpha2").await;
     for sample in ["config/samples/modelorchestra-v1alpha2.yaml", "config/samples/modelorchestra-v1alpha2-cache.yaml"] {
-        let model_orchestra::input::Versioned::V1alpha2(mut mo) = model_orchestra::input::parse_versioned(&repo(sample)).unwrap() else {
+        let model_orchestra::input::Versioned::V1alpha2(mut mo) =
+            model_orchestra::input::parse_versioned(&repo(sample)).unwrap()
+        else {
             panic!("{sample} is a v1alpha2 CR")
         };
         mo.metadata.namespace = Some(cluster.namespace.clone());
@@ -102,7 +108,9 @@ async fn the_operators_deploy_manifests_pass_the_api_servers_dry_run() {
             kube::discovery::Scope::Cluster => Api::all_with(cluster.client.clone(), &ar),
         };
         let params = PatchParams { dry_run: true, ..PatchParams::apply("server-validation").force() };
-        api.patch(&name, &params, &Patch::Apply(&object)).await.unwrap_or_else(|e| panic!("{} {name}: {e}", object["kind"]));
+        api.patch(&name, &params, &Patch::Apply(&object))
+            .await
+            .unwrap_or_else(|e| panic!("{} {name}: {e}", object["kind"]));
     }
 }
 
@@ -153,8 +161,10 @@ fn env_var() -> impl Strategy<Value = Value> {
     let value_from = prop_oneof![
         pick(&["metadata.name", "metadata.namespace", "status.podIP", "spec.nodeName", "metadata.labels['app']"])
             .prop_map(|p| json!({"fieldRef": {"fieldPath": p}})),
-        (pick(&["token", "hf-token"]), pick(&["key", "HF_TOKEN"])).prop_map(|(n, k)| json!({"secretKeyRef": {"name": n, "key": k}})),
-        (pick(&["settings", "cfg"]), pick(&["a", "b.c"])).prop_map(|(n, k)| json!({"configMapKeyRef": {"name": n, "key": k}})),
+        (pick(&["token", "hf-token"]), pick(&["key", "HF_TOKEN"]))
+            .prop_map(|(n, k)| json!({"secretKeyRef": {"name": n, "key": k}})),
+        (pick(&["settings", "cfg"]), pick(&["a", "b.c"]))
+            .prop_map(|(n, k)| json!({"configMapKeyRef": {"name": n, "key": k}})),
         pick(&["limits.cpu", "requests.memory"]).prop_map(|r| json!({"resourceFieldRef": {"resource": r}})),
     ];
     let name = prop_oneof![8 => "[A-Z][A-Z0-9_]{0,12}", 1 => pick(&["dotted.name-ok", "1STARTS_WITH_DIGIT", "lower_case"]).prop_map(String::from)];
@@ -163,18 +173,32 @@ fn env_var() -> impl Strategy<Value = Value> {
 }
 
 fn container_ports() -> impl Strategy<Value = Value> {
-    let ports = prop::sample::subsequence(vec![(80, "http"), (3000, "inference"), (3001, "metrics"), (8080, "grpc"), (65535, "openai")], 0..4);
-    (ports, prop::collection::vec((prop::bool::weighted(0.8), prop::option::weighted(0.3, pick(&["TCP", "UDP", "SCTP"]))), 4)).prop_map(|(ports, extras)| {
-        Value::from(
-            ports
-                .into_iter()
-                .zip(extras)
-                .map(|((p, n), (named, proto))| {
-                    obj(vec![("containerPort", Some(json!(p))), ("name", named.then(|| json!(n))), ("protocol", proto.map(Value::from))])
-                })
-                .collect::<Vec<_>>(),
-        )
-    })
+    let ports = prop::sample::subsequence(
+        vec![(80, "http"), (3000, "inference"), (3001, "metrics"), (8080, "grpc"), (65535, "openai")],
+        0..4,
+    );
+    (
+        ports,
+        prop::collection::vec(
+            (prop::bool::weighted(0.8), prop::option::weighted(0.3, pick(&["TCP", "UDP", "SCTP"]))),
+            4,
+        ),
+    )
+        .prop_map(|(ports, extras)| {
+            Value::from(
+                ports
+                    .into_iter()
+                    .zip(extras)
+                    .map(|((p, n), (named, proto))| {
+                        obj(vec![
+                            ("containerPort", Some(json!(p))),
+                            ("name", named.then(|| json!(n))),
+                            ("protocol", proto.map(Value::from)),
+                        ])
+                    })
+                    .collect::<Vec<_>>(),
+            )
+        })
 }
 
 fn service() -> impl Strategy<Value = Value> {
@@ -182,7 +206,13 @@ fn service() -> impl Strategy<Value = Value> {
         (
             Just((port, name)),
             prop::bool::weighted(0.95),
-            prop::option::weighted(0.5, prop_oneof![pick(&[3000, 8080]).prop_map(Value::from), pick(&["inference", "metrics"]).prop_map(Value::from)]),
+            prop::option::weighted(
+                0.5,
+                prop_oneof![
+                    pick(&[3000, 8080]).prop_map(Value::from),
+                    pick(&["inference", "metrics"]).prop_map(Value::from)
+                ],
+            ),
             prop::option::weighted(0.05, pick(&[30080, 32767])),
             prop::option::weighted(0.2, pick(&["TCP", "UDP"])),
         )
@@ -218,28 +248,43 @@ fn resources() -> impl Strategy<Value = Value> {
         q.remove("nvidia.com/gpu");
         q
     });
-    (prop::option::weighted(0.6, quantities()), prop::option::weighted(0.6, requests))
-        .prop_map(|(limits, requests)| obj(vec![("limits", limits.map(|l| json!(l))), ("requests", requests.map(|r| json!(r)))]))
+    (prop::option::weighted(0.6, quantities()), prop::option::weighted(0.6, requests)).prop_map(|(limits, requests)| {
+        obj(vec![("limits", limits.map(|l| json!(l))), ("requests", requests.map(|r| json!(r)))])
+    })
 }
 
 fn probe() -> impl Strategy<Value = Value> {
     let handler = prop_oneof![
-        (pick(&["/healthz", "/ready"]), prop_oneof![pick(&[3000, 3001]).prop_map(Value::from), pick(&["management", "inference"]).prop_map(Value::from)])
+        (
+            pick(&["/healthz", "/ready"]),
+            prop_oneof![
+                pick(&[3000, 3001]).prop_map(Value::from),
+                pick(&["management", "inference"]).prop_map(Value::from)
+            ]
+        )
             .prop_map(|(path, port)| json!({"httpGet": {"path": path, "port": port}})),
         pick(&[3000, 3001]).prop_map(|p| json!({"tcpSocket": {"port": p}})),
         Just(json!({"exec": {"command": ["cat", "/tmp/ready"]}})),
     ];
-    (handler, prop::option::of(pick(&[0, 5])), prop::option::weighted(0.1, pick(&[1, 2])), prop::option::weighted(0.05, pick(&[30]))).prop_map(
-        |(mut p, delay, success, grace)| {
+    (
+        handler,
+        prop::option::of(pick(&[0, 5])),
+        prop::option::weighted(0.1, pick(&[1, 2])),
+        prop::option::weighted(0.05, pick(&[30])),
+    )
+        .prop_map(|(mut p, delay, success, grace)| {
             let fields = p.as_object_mut().unwrap();
             fields.extend(
-                [("initialDelaySeconds", delay), ("successThreshold", success), ("terminationGracePeriodSeconds", grace)]
-                    .into_iter()
-                    .filter_map(|(k, v)| Some((k.to_string(), json!(v?)))),
+                [
+                    ("initialDelaySeconds", delay),
+                    ("successThreshold", success),
+                    ("terminationGracePeriodSeconds", grace),
+                ]
+                .into_iter()
+                .filter_map(|(k, v)| Some((k.to_string(), json!(v?)))),
             );
             p
-        },
-    )
+        })
 }
 
 fn volumes_and_mounts() -> impl Strategy<Value = (Value, Value)> {
@@ -265,16 +310,26 @@ fn volumes_and_mounts() -> impl Strategy<Value = (Value, Value)> {
     });
     volumes.prop_flat_map(|volumes| {
         // Mounts mostly of the volumes just drawn (or the chart's `dshm`), at their own paths.
-        let names: Vec<String> = volumes.iter().map(|v| v["name"].as_str().unwrap().to_string()).chain(["dshm".to_string(), "missing".to_string()]).collect();
+        let names: Vec<String> = volumes
+            .iter()
+            .map(|v| v["name"].as_str().unwrap().to_string())
+            .chain(["dshm".to_string(), "missing".to_string()])
+            .collect();
         let paths = prop::sample::subsequence(vec!["/data", "/cache", "/models", "/scratch", "/dev/shm"], 0..3);
         let mounts = paths.prop_flat_map(move |paths| {
             let names = names.clone();
             paths
                 .into_iter()
                 .map(move |path| {
-                    (prop::sample::select(names.clone()), prop::option::weighted(0.2, pick(&["sub", "a/b"]))).prop_map(move |(name, sub)| {
-                        obj(vec![("name", Some(json!(name))), ("mountPath", Some(json!(path))), ("subPath", sub.map(Value::from))])
-                    })
+                    (prop::sample::select(names.clone()), prop::option::weighted(0.2, pick(&["sub", "a/b"]))).prop_map(
+                        move |(name, sub)| {
+                            obj(vec![
+                                ("name", Some(json!(name))),
+                                ("mountPath", Some(json!(path))),
+                                ("subPath", sub.map(Value::from)),
+                            ])
+                        },
+                    )
                 })
                 .collect::<Vec<_>>()
         });
@@ -283,8 +338,9 @@ fn volumes_and_mounts() -> impl Strategy<Value = (Value, Value)> {
 }
 
 fn ingress() -> impl Strategy<Value = Value> {
-    let path = (pick(&["/", "/api", "/v1/models"]), prop::option::of(pick(&["Exact", "Prefix", "ImplementationSpecific"])))
-        .prop_map(|(p, t)| obj(vec![("path", Some(json!(p))), ("pathType", t.map(Value::from))]));
+    let path =
+        (pick(&["/", "/api", "/v1/models"]), prop::option::of(pick(&["Exact", "Prefix", "ImplementationSpecific"])))
+            .prop_map(|(p, t)| obj(vec![("path", Some(json!(p))), ("pathType", t.map(Value::from))]));
     let host = (pick(&["example.com", "*.example.com", "api.example.com", ""]), prop::collection::vec(path, 0..3))
         .prop_map(|(h, paths)| json!({"host": h, "paths": paths}));
     (
@@ -294,7 +350,12 @@ fn ingress() -> impl Strategy<Value = Value> {
         prop::option::weighted(0.3, Just(json!([{"hosts": ["example.com"], "secretName": "tls-cert"}]))),
     )
         .prop_map(|(enabled, class, hosts, tls)| {
-            obj(vec![("enabled", Some(json!(enabled))), ("className", Some(json!(class))), ("hosts", Some(json!(hosts))), ("tls", tls)])
+            obj(vec![
+                ("enabled", Some(json!(enabled))),
+                ("className", Some(json!(class))),
+                ("hosts", Some(json!(hosts))),
+                ("tls", tls),
+            ])
         })
 }
 
@@ -306,8 +367,12 @@ fn tolerations() -> impl Strategy<Value = Value> {
         1 => Just(("", Some("Exists"), None)),
         1 => (pick(&["dedicated", ""]), prop::option::of(pick(&["Exists", "Equal"])), prop::option::of(pick(&["", "present"]))),
     ];
-    let t = (key_op_value, prop::option::of(pick(&["NoSchedule", "NoExecute", "PreferNoSchedule"])), prop::option::weighted(0.1, Just(60))).prop_map(
-        |((key, op, value), effect, seconds)| {
+    let t = (
+        key_op_value,
+        prop::option::of(pick(&["NoSchedule", "NoExecute", "PreferNoSchedule"])),
+        prop::option::weighted(0.1, Just(60)),
+    )
+        .prop_map(|((key, op, value), effect, seconds)| {
             obj(vec![
                 ("key", Some(json!(key))),
                 ("operator", op.map(Value::from)),
@@ -315,14 +380,17 @@ fn tolerations() -> impl Strategy<Value = Value> {
                 ("effect", effect.map(Value::from)),
                 ("tolerationSeconds", seconds.map(Value::from)),
             ])
-        },
-    );
+        });
     prop::collection::vec(t, 0..3).prop_map(Value::from)
 }
 
 fn labels() -> impl Strategy<Value = Value> {
-    prop::collection::btree_map(pick(&["team", "nvidia.com/gpu.product", "example.com/tier"]), pick(&["ml", "NVIDIA-A100", "", "a.b_c-d"]), 0..3)
-        .prop_map(|m| json!(m))
+    prop::collection::btree_map(
+        pick(&["team", "nvidia.com/gpu.product", "example.com/tier"]),
+        pick(&["ml", "NVIDIA-A100", "", "a.b_c-d"]),
+        0..3,
+    )
+    .prop_map(|m| json!(m))
 }
 
 fn security_context() -> impl Strategy<Value = Value> {
@@ -370,11 +438,17 @@ fn pod_fields() -> impl Strategy<Value = Map<String, Value>> {
             maybe(labels(), 0.2),
             maybe(security_context(), 0.2),
             maybe(affinity(), 0.15),
-            prop::option::weighted(0.2, (pick(&["tytn/takeoff-pro", "registry.example.com/reader"]), pick(&["", "v1", "sha256:abc"]))),
+            prop::option::weighted(
+                0.2,
+                (pick(&["tytn/takeoff-pro", "registry.example.com/reader"]), pick(&["", "v1", "sha256:abc"])),
+            ),
         ),
     )
         .prop_map(
-            |((env, ports, service, resources, liveness, readiness), (volumes, ingress, node_selector, tolerations, pod_labels, security, affinity, image))| {
+            |(
+                (env, ports, service, resources, liveness, readiness),
+                (volumes, ingress, node_selector, tolerations, pod_labels, security, affinity, image),
+            )| {
                 let (volumes, mounts) = volumes.unzip();
                 let Value::Object(m) = obj(vec![
                     ("env", env),
@@ -411,7 +485,11 @@ fn application() -> impl Strategy<Value = Value> {
         .prop_map(|(mut m, device, tensor, scaling, replicas)| {
             m.insert(
                 "readerConfig".into(),
-                obj(vec![("modelName", Some(json!("org/model"))), ("device", Some(json!(device))), ("tensorParallel", tensor.map(Value::from))]),
+                obj(vec![
+                    ("modelName", Some(json!("org/model"))),
+                    ("device", Some(json!(device))),
+                    ("tensorParallel", tensor.map(Value::from)),
+                ]),
             );
             if let Some((enabled, max)) = scaling {
                 m.insert("scaling".into(), json!({"enabled": enabled, "spec": {"maxReplicaCount": max}}));
@@ -539,16 +617,17 @@ fn every_generated_cr_is_rejected_with_a_field_path_or_entirely_accepted_by_the_
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let cluster = runtime.block_on(Cluster::start("property"));
     // A new seed each run (printed), or SERVER_VALIDATION_SEED to replay one.
-    let seed = std::env::var("SERVER_VALIDATION_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64));
+    let seed = std::env::var("SERVER_VALIDATION_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
+    });
     eprintln!("generator seed: SERVER_VALIDATION_SEED={seed}");
     let config = Config {
         cases: cases(),
         rng_seed: RngSeed::Fixed(seed),
         source_file: Some(file!()),
-        failure_persistence: Some(Box::new(FileFailurePersistence::Direct("tests/server_validation.proptest-regressions"))),
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
+            "tests/server_validation.proptest-regressions",
+        ))),
         // A shrinking step is a round of dry runs: keep the search short.
         max_shrink_iters: 200,
         ..Config::default()
@@ -580,7 +659,10 @@ fn every_generated_cr_is_rejected_with_a_field_path_or_entirely_accepted_by_the_
         }
     });
     let (rejected, accepted) = (rejected.get(), accepted.get());
-    eprintln!("{} cases: {rejected} rejected by validation, {accepted} accepted by the API server", rejected + accepted);
+    eprintln!(
+        "{} cases: {rejected} rejected by validation, {accepted} accepted by the API server",
+        rejected + accepted
+    );
     eprintln!("rejections by field: {:?}", reasons.borrow());
     if let Err(e) = result {
         panic!("{e}\nreplay: SERVER_VALIDATION_SEED={seed} cargo test -p model-orchestra-operator --test server_validation");

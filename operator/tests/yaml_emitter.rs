@@ -259,7 +259,9 @@ fn long_or_multi_line_keys_are_complex_keys() {
 #[test]
 fn long_lines_are_never_folded() {
     let words = "word ".repeat(1000) + "end";
-    for (s, lines) in [(words.clone(), 1), (format!("'{words}"), 1), (format!("\t{words}"), 1), (format!("{words}\n{words}"), 3)] {
+    for (s, lines) in
+        [(words.clone(), 1), (format!("'{words}"), 1), (format!("\t{words}"), 1), (format!("{words}\n{words}"), 3)]
+    {
         let text = emitted(&json!({ "key": s }));
         assert_eq!(text.lines().count(), lines, "{text}");
     }
@@ -372,10 +374,15 @@ const PIECES: &[&str] = &[
 const KEY_UNITS: &[&str] = &["k", "é", "日", "😀", "\u{feff}", "'", " "];
 
 /// Pieces of number-like strings.
-const NUMERIC: &[&str] = &["0", "1", "7", "9", "x", "o", "b", "e", "E", "+", "-", ".", "_", "a", "f", "F", "inf", "nan", "Inf", "NaN", "INF", " "];
+const NUMERIC: &[&str] = &[
+    "0", "1", "7", "9", "x", "o", "b", "e", "E", "+", "-", ".", "_", "a", "f", "F", "inf", "nan", "Inf", "NaN", "INF",
+    " ",
+];
 
 fn text() -> impl Strategy<Value = String> {
-    let pieces = |from: &'static [&'static str], n: std::ops::Range<usize>| prop::collection::vec(prop::sample::select(from), n).prop_map(|p| p.concat());
+    let pieces = |from: &'static [&'static str], n: std::ops::Range<usize>| {
+        prop::collection::vec(prop::sample::select(from), n).prop_map(|p| p.concat())
+    };
     prop_oneof![
         6 => pieces(PIECES, 0..6),
         2 => pieces(NUMERIC, 1..6),
@@ -387,7 +394,11 @@ fn text() -> impl Strategy<Value = String> {
 
 fn number() -> impl Strategy<Value = Value> {
     let float = prop_oneof![
-        prop::num::f64::POSITIVE | prop::num::f64::NEGATIVE | prop::num::f64::NORMAL | prop::num::f64::SUBNORMAL | prop::num::f64::ZERO,
+        prop::num::f64::POSITIVE
+            | prop::num::f64::NEGATIVE
+            | prop::num::f64::NORMAL
+            | prop::num::f64::SUBNORMAL
+            | prop::num::f64::ZERO,
         // Decimal fractions around the switch between positional and exponent form.
         (any::<i32>(), -25..25i32).prop_map(|(m, e)| f64::from(m) * 10f64.powi(e)),
     ];
@@ -403,7 +414,8 @@ fn value() -> impl Strategy<Value = Value> {
     scalar.prop_recursive(4, 48, 5, |inner| {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
-            prop::collection::vec((text(), inner), 0..5).prop_map(|entries| Value::Object(entries.into_iter().collect::<Map<_, _>>())),
+            prop::collection::vec((text(), inner), 0..5)
+                .prop_map(|entries| Value::Object(entries.into_iter().collect::<Map<_, _>>())),
         ]
     })
 }

@@ -30,7 +30,10 @@ pub fn for_bundle(package: &str, channels: &[String], default_channel: Option<&s
 
 /// The string entries of a JSON object (image-config labels, the `annotations:` map).
 pub fn string_map(object: &Value) -> BTreeMap<String, String> {
-    object.as_object().map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect()).unwrap_or_default()
+    object
+        .as_object()
+        .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect())
+        .unwrap_or_default()
 }
 
 /// The annotations of a `metadata/annotations.yaml` text.

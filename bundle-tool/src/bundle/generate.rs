@@ -50,10 +50,19 @@ pub fn csv_name(package: &str, version: &semver::Version) -> String {
 
 /// Every file of the bundle, by path relative to the bundle directory.
 /// `crd` is the CRD this release ships ([`crate::crds::crd`]).
-pub fn bundle_files(opts: &GenerateOptions, meta: &OperatorMetadata, crd: &Value) -> Result<BTreeMap<String, String>, ToolError> {
-    let served: Vec<&str> = crd["spec"]["versions"].as_array().into_iter().flatten().filter_map(|v| v["name"].as_str()).collect();
+pub fn bundle_files(
+    opts: &GenerateOptions,
+    meta: &OperatorMetadata,
+    crd: &Value,
+) -> Result<BTreeMap<String, String>, ToolError> {
+    let served: Vec<&str> =
+        crd["spec"]["versions"].as_array().into_iter().flatten().filter_map(|v| v["name"].as_str()).collect();
     if !served.contains(&opts.crd_version.as_str()) {
-        return Err(ToolError::Invalid(format!("--crd-version {}: the CRD serves {}; pick one of them", opts.crd_version, served.join(", "))));
+        return Err(ToolError::Invalid(format!(
+            "--crd-version {}: the CRD serves {}; pick one of them",
+            opts.crd_version,
+            served.join(", ")
+        )));
     }
     let mut channels = opts.channels.clone();
     if channels.is_empty() {
@@ -61,7 +70,10 @@ pub fn bundle_files(opts: &GenerateOptions, meta: &OperatorMetadata, crd: &Value
     }
     if let Some(d) = &opts.default_channel {
         if !channels.contains(d) {
-            return Err(ToolError::Invalid(format!("--default-channel {d}: not one of --channels ({})", channels.join(","))));
+            return Err(ToolError::Invalid(format!(
+                "--default-channel {d}: not one of --channels ({})",
+                channels.join(",")
+            )));
         }
     }
     let mut files = BTreeMap::new();
@@ -106,7 +118,8 @@ fn csv(opts: &GenerateOptions, meta: &OperatorMetadata, crd: &Value) -> Value {
     let mut example: Value = serde_yaml::from_str(sample_cr(&opts.crd_version)).expect("the sample CR is YAML");
     example["metadata"]["labels"]["operatorVersion"] = json!(routing);
     // The short description: the first sentence of the first paragraph.
-    let paragraph = meta.description.split("\n\n").next().unwrap_or_default().split_whitespace().collect::<Vec<_>>().join(" ");
+    let paragraph =
+        meta.description.split("\n\n").next().unwrap_or_default().split_whitespace().collect::<Vec<_>>().join(" ");
     let summary = paragraph.split_inclusive(". ").next().unwrap_or_default().trim().to_string();
 
     let mut spec = json!({
@@ -188,7 +201,11 @@ pub enum WriteOutcome {
 pub fn write_bundle(dir: &Path, files: &BTreeMap<String, String>) -> Result<WriteOutcome, ToolError> {
     if dir.exists() {
         let existing = read_tree(dir)?;
-        let mut differing: Vec<String> = files.iter().filter(|(path, content)| existing.get(*path) != Some(*content)).map(|(path, _)| path.clone()).collect();
+        let mut differing: Vec<String> = files
+            .iter()
+            .filter(|(path, content)| existing.get(*path) != Some(*content))
+            .map(|(path, _)| path.clone())
+            .collect();
         differing.extend(existing.keys().filter(|p| !files.contains_key(*p)).map(|p| format!("{p} (extra)")));
         if differing.is_empty() {
             return Ok(WriteOutcome::Unchanged);
@@ -198,7 +215,11 @@ pub fn write_bundle(dir: &Path, files: &BTreeMap<String, String>) -> Result<Writ
     // Write into a sibling temp dir and rename, so a failure leaves no half bundle.
     let parent = dir.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(parent).map_err(|e| ToolError::io(parent, e))?;
-    let tmp = parent.join(format!(".{}.tmp-{}", dir.file_name().and_then(|n| n.to_str()).unwrap_or("bundle"), std::process::id()));
+    let tmp = parent.join(format!(
+        ".{}.tmp-{}",
+        dir.file_name().and_then(|n| n.to_str()).unwrap_or("bundle"),
+        std::process::id()
+    ));
     let _ = std::fs::remove_dir_all(&tmp);
     for (path, content) in files {
         let file = tmp.join(path);

@@ -33,7 +33,9 @@ pub struct Release {
 /// The release record of the bundle directory `dir` (`<bundles>/<version>`), if
 /// `<bundles>/releases.yaml` records its version.
 pub fn record_of(dir: &Path) -> Result<Option<Release>, ToolError> {
-    let (Some(bundles), Some(version)) = (dir.parent(), dir.file_name().and_then(|n| n.to_str())) else { return Ok(None) };
+    let (Some(bundles), Some(version)) = (dir.parent(), dir.file_name().and_then(|n| n.to_str())) else {
+        return Ok(None);
+    };
     let file = bundles.join(RELEASES_FILE);
     let Ok(text) = std::fs::read_to_string(&file) else { return Ok(None) };
     let record: Record = serde_yaml::from_str(&text).map_err(|e| ToolError::Field {
@@ -47,7 +49,8 @@ pub fn record_of(dir: &Path) -> Result<Option<Release>, ToolError> {
 
 /// Checks that `dir` is byte for byte its release; names every file that differs.
 pub fn verify(dir: &Path, release: &Release) -> Result<(), ToolError> {
-    let actual: BTreeMap<String, String> = read_tree(dir)?.into_iter().map(|(path, text)| (path, hex(&Sha256::digest(text.as_bytes())))).collect();
+    let actual: BTreeMap<String, String> =
+        read_tree(dir)?.into_iter().map(|(path, text)| (path, hex(&Sha256::digest(text.as_bytes())))).collect();
     let mut differences: Vec<String> = Vec::new();
     for (path, sha) in &release.files {
         match actual.get(path) {
@@ -97,7 +100,8 @@ mod tests {
         for (path, text) in read_tree(&repo("bundles/0.1.0")).unwrap() {
             let file = copy.join(&path);
             std::fs::create_dir_all(file.parent().unwrap()).unwrap();
-            std::fs::write(&file, if path.ends_with("annotations.yaml") { format!("{text}# edited\n") } else { text }).unwrap();
+            std::fs::write(&file, if path.ends_with("annotations.yaml") { format!("{text}# edited\n") } else { text })
+                .unwrap();
         }
         let release = record_of(&copy).unwrap().unwrap();
         let err = verify(&copy, &release).unwrap_err().to_string();

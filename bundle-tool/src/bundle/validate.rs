@@ -70,10 +70,20 @@ struct Report(Vec<Finding>);
 
 impl Report {
     fn error(&mut self, file: &str, field: &str, message: impl Into<String>) {
-        self.0.push(Finding { severity: Severity::Error, file: file.into(), field: field.into(), message: message.into() });
+        self.0.push(Finding {
+            severity: Severity::Error,
+            file: file.into(),
+            field: field.into(),
+            message: message.into(),
+        });
     }
     fn warning(&mut self, file: &str, field: &str, message: impl Into<String>) {
-        self.0.push(Finding { severity: Severity::Warning, file: file.into(), field: field.into(), message: message.into() });
+        self.0.push(Finding {
+            severity: Severity::Warning,
+            file: file.into(),
+            field: field.into(),
+            message: message.into(),
+        });
     }
 }
 
@@ -111,19 +121,31 @@ fn check_annotations(dir: &Path, r: &mut Report) {
     let get = |k: &str| map.get(k).and_then(Value::as_str);
     if let Some(m) = get(annotations::MEDIATYPE) {
         if m != "registry+v1" {
-            r.error(file, &format!("annotations.{}", annotations::MEDIATYPE), format!("expected \"registry+v1\", found {m:?}"));
+            r.error(
+                file,
+                &format!("annotations.{}", annotations::MEDIATYPE),
+                format!("expected \"registry+v1\", found {m:?}"),
+            );
         }
     }
-    let channels: Vec<&str> = get(annotations::CHANNELS).map(|c| c.split(',').map(str::trim).filter(|c| !c.is_empty()).collect()).unwrap_or_default();
+    let channels: Vec<&str> = get(annotations::CHANNELS)
+        .map(|c| c.split(',').map(str::trim).filter(|c| !c.is_empty()).collect())
+        .unwrap_or_default();
     if get(annotations::CHANNELS).is_some() && channels.is_empty() {
         r.error(file, &format!("annotations.{}", annotations::CHANNELS), "must be a non-empty comma-separated list");
     }
     if let Some(d) = map.get(annotations::DEFAULT_CHANNEL) {
         match d.as_str() {
-            Some("") | None => r.error(file, &format!("annotations.{}", annotations::DEFAULT_CHANNEL), "must be non-empty when present"),
-            Some(d) if !channels.contains(&d) => {
-                r.error(file, &format!("annotations.{}", annotations::DEFAULT_CHANNEL), format!("{d:?} is not one of the channels {channels:?}"))
-            }
+            Some("") | None => r.error(
+                file,
+                &format!("annotations.{}", annotations::DEFAULT_CHANNEL),
+                "must be non-empty when present",
+            ),
+            Some(d) if !channels.contains(&d) => r.error(
+                file,
+                &format!("annotations.{}", annotations::DEFAULT_CHANNEL),
+                format!("{d:?} is not one of the channels {channels:?}"),
+            ),
             _ => {}
         }
     }
@@ -162,7 +184,10 @@ fn check_manifests_dir(dir: &Path, r: &mut Report) -> Vec<(String, Value)> {
             r.error(&file, "", "cannot be read as UTF-8 text");
             continue;
         };
-        let docs: Vec<Value> = match serde_yaml::Deserializer::from_str(&text).map(serde::Deserialize::deserialize).collect::<Result<Vec<Value>, _>>() {
+        let docs: Vec<Value> = match serde_yaml::Deserializer::from_str(&text)
+            .map(serde::Deserialize::deserialize)
+            .collect::<Result<Vec<Value>, _>>()
+        {
             Ok(d) => d.into_iter().filter(|v: &Value| !v.is_null()).collect(),
             Err(e) => {
                 r.error(&file, "", format!("not valid YAML: {e}"));
@@ -187,7 +212,11 @@ fn check_objects(objects: &[(String, Value)], r: &mut Report) {
         if obj["apiVersion"].as_str().is_none() || kind.is_empty() {
             r.error(file, "", "every manifest needs apiVersion and kind");
         } else if !SUPPORTED_KINDS.contains(&kind) {
-            r.error(file, "kind", format!("{kind} is not a kind a bundle may contain (deployments belong in the CSV's install strategy)"));
+            r.error(
+                file,
+                "kind",
+                format!("{kind} is not a kind a bundle may contain (deployments belong in the CSV's install strategy)"),
+            );
         }
     }
     let csvs: Vec<&(String, Value)> = objects.iter().filter(|(_, o)| o["kind"] == "ClusterServiceVersion").collect();
@@ -263,14 +292,22 @@ fn check_csv(file: &str, csv: &Value, r: &mut Report) {
     for (i, d) in deployments.iter().enumerate() {
         let n = d["name"].as_str().unwrap_or_default();
         if !is_dns_subdomain(n) {
-            r.error(file, &format!("spec.install.spec.deployments[{i}].name"), format!("{n:?} must be a DNS-1123 name"));
+            r.error(
+                file,
+                &format!("spec.install.spec.deployments[{i}].name"),
+                format!("{n:?} must be a DNS-1123 name"),
+            );
         }
         if !seen.insert(n) {
             r.error(file, &format!("spec.install.spec.deployments[{i}].name"), format!("{n:?} is not unique"));
         }
     }
     if spec["customresourcedefinitions"]["required"].as_array().is_some_and(|a| !a.is_empty()) {
-        r.error(file, "spec.customresourcedefinitions.required", "becomes an olm.gvk.required dependency, which OLM v1 refuses to install");
+        r.error(
+            file,
+            "spec.customresourcedefinitions.required",
+            "becomes an olm.gvk.required dependency, which OLM v1 refuses to install",
+        );
     }
     if spec["apiservicedefinitions"]["owned"].as_array().is_some_and(|a| !a.is_empty()) {
         r.error(file, "spec.apiservicedefinitions.owned", "API services are not supported by OLM v1");
@@ -280,7 +317,10 @@ fn check_csv(file: &str, csv: &Value, r: &mut Report) {
             Ok(Value::Array(items)) => {
                 let provided = provided_apis(spec);
                 for (i, example) in items.iter().enumerate() {
-                    let gvk = (example["apiVersion"].as_str().unwrap_or_default().to_string(), example["kind"].as_str().unwrap_or_default().to_string());
+                    let gvk = (
+                        example["apiVersion"].as_str().unwrap_or_default().to_string(),
+                        example["kind"].as_str().unwrap_or_default().to_string(),
+                    );
                     if !provided.contains(&gvk) {
                         r.error(
                             file,
@@ -327,17 +367,32 @@ fn check_owned_crds(csv_file: &str, csv: &Value, crds: &[&(String, Value)], r: &
             r.error(csv_file, &format!("{field}.name"), format!("group {group:?} does not match the CRD's spec.group"));
         }
         if crd["spec"]["names"]["kind"] != o["kind"] {
-            r.error(csv_file, &format!("{field}.kind"), format!("{} does not match the CRD's kind {}", o["kind"], crd["spec"]["names"]["kind"]));
+            r.error(
+                csv_file,
+                &format!("{field}.kind"),
+                format!("{} does not match the CRD's kind {}", o["kind"], crd["spec"]["names"]["kind"]),
+            );
         }
-        let versions: Vec<&str> = crd["spec"]["versions"].as_array().into_iter().flatten().filter_map(|v| v["name"].as_str()).collect();
+        let versions: Vec<&str> =
+            crd["spec"]["versions"].as_array().into_iter().flatten().filter_map(|v| v["name"].as_str()).collect();
         if !o["version"].as_str().is_some_and(|v| versions.contains(&v)) {
-            r.error(csv_file, &format!("{field}.version"), format!("{} is not a version of the CRD ({versions:?})", o["version"]));
+            r.error(
+                csv_file,
+                &format!("{field}.version"),
+                format!("{} is not a version of the CRD ({versions:?})", o["version"]),
+            );
         }
     }
     for (file, crd) in crds {
         let name = crd["metadata"]["name"].as_str().unwrap_or_default();
         if !owned.iter().any(|o| o["name"] == name) {
-            r.error(file, "metadata.name", format!("CRD {name:?} is in the bundle but not owned by the CSV (spec.customresourcedefinitions.owned)"));
+            r.error(
+                file,
+                "metadata.name",
+                format!(
+                    "CRD {name:?} is in the bundle but not owned by the CSV (spec.customresourcedefinitions.owned)"
+                ),
+            );
         }
         if crd["apiVersion"] != "apiextensions.k8s.io/v1" {
             r.warning(file, "apiVersion", "use apiextensions.k8s.io/v1");
@@ -355,7 +410,11 @@ fn check_size(dir: &Path, r: &mut Report) {
     if total > MAX_BUNDLE_SIZE {
         r.error("manifests/", "", format!("maximum bundle compressed size with gzip exceeded: {total} bytes > {MAX_BUNDLE_SIZE} (sum of base64(gzip(file)))"));
     } else if total * 100 > MAX_BUNDLE_SIZE * 85 {
-        r.warning("manifests/", "", format!("bundle compressed size {total} bytes is over 85% of the {MAX_BUNDLE_SIZE} limit"));
+        r.warning(
+            "manifests/",
+            "",
+            format!("bundle compressed size {total} bytes is over 85% of the {MAX_BUNDLE_SIZE} limit"),
+        );
     }
 }
 

@@ -41,10 +41,14 @@ pub struct BundleContent {
 
 impl BundleContent {
     /// Reads `metadata/annotations.yaml` from the files when the labels are not given.
-    pub fn annotations_from_files(files: BTreeMap<String, String>, source_name: &str) -> Result<BundleContent, BundleError> {
+    pub fn annotations_from_files(
+        files: BTreeMap<String, String>,
+        source_name: &str,
+    ) -> Result<BundleContent, BundleError> {
         let fail = |message: String| BundleError { source_name: source_name.into(), message };
-        let text =
-            files.get("metadata/annotations.yaml").ok_or_else(|| fail("no metadata/annotations.yaml (fix: run `bundle-tool bundle generate`)".into()))?;
+        let text = files
+            .get("metadata/annotations.yaml")
+            .ok_or_else(|| fail("no metadata/annotations.yaml (fix: run `bundle-tool bundle generate`)".into()))?;
         let annotations = annotations::parse(text).map_err(|e| fail(format!("metadata/annotations.yaml: {e}")))?;
         Ok(BundleContent { annotations, files })
     }
@@ -126,18 +130,23 @@ fn first_icon(csv: &Value) -> Option<Icon> {
 pub fn render(content: &BundleContent, image: &str, objects_as: Objects) -> Result<RenderedBundle, BundleError> {
     let source = if image.is_empty() { "bundle directory" } else { image };
     let fail = |message: String| BundleError { source_name: source.into(), message };
-    let package = content
-        .annotations
-        .get(annotations::PACKAGE)
-        .cloned()
-        .ok_or_else(|| fail(format!("not a bundle: no {} label/annotation (fix: build it with `bundle-tool bundle build`)", annotations::PACKAGE)))?;
+    let package = content.annotations.get(annotations::PACKAGE).cloned().ok_or_else(|| {
+        fail(format!(
+            "not a bundle: no {} label/annotation (fix: build it with `bundle-tool bundle build`)",
+            annotations::PACKAGE
+        ))
+    })?;
 
     // opm reads manifests/ (whatever the annotation says), file by file in name order,
     // skipping dotfiles, subdirectories and what does not decode, and keeps only the
     // first CSV.
     let mut objects: Vec<(String, Value)> = Vec::new();
     let mut csv: Option<(String, Value)> = None;
-    for (path, text) in content.files.iter().filter(|(p, _)| p.strip_prefix("manifests/").is_some_and(|n| !n.contains('/') && !n.starts_with('.'))) {
+    for (path, text) in content
+        .files
+        .iter()
+        .filter(|(p, _)| p.strip_prefix("manifests/").is_some_and(|n| !n.contains('/') && !n.starts_with('.')))
+    {
         let Some(value) = decode_manifest(text) else { continue };
         if value["kind"] == "ClusterServiceVersion" {
             if csv.is_some() {
@@ -147,7 +156,9 @@ pub fn render(content: &BundleContent, image: &str, objects_as: Objects) -> Resu
         }
         objects.push((path.clone(), value));
     }
-    let Some((csv_path, csv)) = csv else { return Err(fail("no csv in bundle: manifests/ has no ClusterServiceVersion".into())) };
+    let Some((csv_path, csv)) = csv else {
+        return Err(fail("no csv in bundle: manifests/ has no ClusterServiceVersion".into()));
+    };
     let name = csv["metadata"]["name"].as_str().unwrap_or_default().to_string();
     let version = match &csv["spec"]["version"] {
         Value::String(s) => s.clone(),
@@ -161,7 +172,8 @@ pub fn render(content: &BundleContent, image: &str, objects_as: Objects) -> Resu
         let group = o["spec"]["group"].as_str().unwrap_or_default();
         let kind = o["spec"]["names"]["kind"].as_str().unwrap_or_default();
         let plural = o["spec"]["names"]["plural"].as_str().unwrap_or_default();
-        let mut versions: Vec<&str> = o["spec"]["versions"].as_array().into_iter().flatten().filter_map(|v| v["name"].as_str()).collect();
+        let mut versions: Vec<&str> =
+            o["spec"]["versions"].as_array().into_iter().flatten().filter_map(|v| v["name"].as_str()).collect();
         if o["apiVersion"] == "apiextensions.k8s.io/v1beta1" {
             versions.extend(o["spec"]["version"].as_str().filter(|v| !v.is_empty()));
         }
@@ -186,26 +198,28 @@ pub fn render(content: &BundleContent, image: &str, objects_as: Objects) -> Resu
     }
     let mut gvks: Vec<Value> = provided.iter().map(|(g, v, k, _)| gvk(g, k, v)).collect();
     let api_services = &csv["spec"]["apiservicedefinitions"];
-    gvks.extend(
-        api_services["owned"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|a| gvk(a["group"].as_str().unwrap_or_default(), a["kind"].as_str().unwrap_or_default(), a["version"].as_str().unwrap_or_default())),
-    );
+    gvks.extend(api_services["owned"].as_array().into_iter().flatten().map(|a| {
+        gvk(
+            a["group"].as_str().unwrap_or_default(),
+            a["kind"].as_str().unwrap_or_default(),
+            a["version"].as_str().unwrap_or_default(),
+        )
+    }));
     let mut required: Vec<Value> = Vec::new();
     for r in csv["spec"]["customresourcedefinitions"]["required"].as_array().into_iter().flatten() {
         let crd_name = r["name"].as_str().unwrap_or_default();
-        let Some((_, group)) = crd_name.split_once('.') else { return Err(fail(format!("{csv_path}: couldn't parse plural.group from crd name: {crd_name}"))) };
+        let Some((_, group)) = crd_name.split_once('.') else {
+            return Err(fail(format!("{csv_path}: couldn't parse plural.group from crd name: {crd_name}")));
+        };
         required.push(gvk(group, r["kind"].as_str().unwrap_or_default(), r["version"].as_str().unwrap_or_default()));
     }
-    required.extend(
-        api_services["required"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|a| gvk(a["group"].as_str().unwrap_or_default(), a["kind"].as_str().unwrap_or_default(), a["version"].as_str().unwrap_or_default())),
-    );
+    required.extend(api_services["required"].as_array().into_iter().flatten().map(|a| {
+        gvk(
+            a["group"].as_str().unwrap_or_default(),
+            a["kind"].as_str().unwrap_or_default(),
+            a["version"].as_str().unwrap_or_default(),
+        )
+    }));
 
     let mut package_value = json!({"packageName": package, "version": version});
     if let Some(r) = release(&csv).filter(|r| !r.is_empty()) {
@@ -254,7 +268,12 @@ pub fn render(content: &BundleContent, image: &str, objects_as: Objects) -> Resu
         let mut operator_images = std::collections::BTreeSet::new();
         for d in csv["spec"]["install"]["spec"]["deployments"].as_array().into_iter().flatten() {
             let pod = &d["spec"]["template"]["spec"];
-            for c in pod["containers"].as_array().into_iter().flatten().chain(pod["initContainers"].as_array().into_iter().flatten()) {
+            for c in pod["containers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .chain(pod["initContainers"].as_array().into_iter().flatten())
+            {
                 operator_images.insert(c["image"].as_str().unwrap_or_default().to_string());
             }
         }
@@ -271,7 +290,14 @@ pub fn render(content: &BundleContent, image: &str, objects_as: Objects) -> Resu
         _ => String::new(),
     };
     Ok(RenderedBundle {
-        bundle: Bundle { schema: BUNDLE.into(), name: name.clone(), package: package.clone(), image: image.into(), properties, related_images: images },
+        bundle: Bundle {
+            schema: BUNDLE.into(),
+            name: name.clone(),
+            package: package.clone(),
+            image: image.into(),
+            properties,
+            related_images: images,
+        },
         facts: BundleFacts { name, package, version },
         description,
         icon: first_icon(&csv),

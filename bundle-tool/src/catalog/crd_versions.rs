@@ -55,9 +55,16 @@ pub fn check(catalog: &Catalog) -> Vec<Finding> {
 fn served_by_crds(bundle: &Bundle) -> BTreeMap<GroupKind, BTreeSet<String>> {
     let mut served = BTreeMap::new();
     for crd in objects(bundle).filter(|o| o["kind"] == "CustomResourceDefinition") {
-        let api = (crd["spec"]["group"].as_str().unwrap_or_default().to_string(), crd["spec"]["names"]["kind"].as_str().unwrap_or_default().to_string());
-        let versions =
-            crd["spec"]["versions"].as_array().into_iter().flatten().filter(|v| v["served"] == true).filter_map(|v| v["name"].as_str().map(String::from));
+        let api = (
+            crd["spec"]["group"].as_str().unwrap_or_default().to_string(),
+            crd["spec"]["names"]["kind"].as_str().unwrap_or_default().to_string(),
+        );
+        let versions = crd["spec"]["versions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|v| v["served"] == true)
+            .filter_map(|v| v["name"].as_str().map(String::from));
         served.entry(api).or_insert_with(BTreeSet::new).extend(versions);
     }
     served
@@ -73,7 +80,9 @@ fn relied_on(bundle: &Bundle) -> BTreeMap<GroupKind, BTreeSet<String>> {
     let annotations = objects(bundle)
         .filter(|o| o["kind"] == "ClusterServiceVersion")
         .map(|csv| csv["metadata"]["annotations"].clone())
-        .chain(bundle.properties.iter().filter(|p| p.type_ == "olm.csv.metadata").map(|p| p.value["annotations"].clone()));
+        .chain(
+            bundle.properties.iter().filter(|p| p.type_ == "olm.csv.metadata").map(|p| p.value["annotations"].clone()),
+        );
     for annotations in annotations {
         if let Some(version) = annotations[CRD_VERSION_ANNOTATION].as_str() {
             needs.entry(model_orchestra_api()).or_default().insert(version.to_string());
@@ -103,20 +112,31 @@ mod tests {
     use serde_json::json;
 
     fn object(value: Value) -> Property {
-        Property { type_: "olm.bundle.object".into(), value: json!({"data": base64::engine::general_purpose::STANDARD.encode(value.to_string())}) }
+        Property {
+            type_: "olm.bundle.object".into(),
+            value: json!({"data": base64::engine::general_purpose::STANDARD.encode(value.to_string())}),
+        }
     }
 
     fn crd(served: &[(&str, bool)]) -> Property {
-        let versions: Vec<Value> = served.iter().map(|(n, s)| json!({"name": n, "served": s, "storage": false})).collect();
-        object(json!({"kind": "CustomResourceDefinition", "spec": {"group": "models.titanml.co", "names": {"kind": "ModelOrchestra"}, "versions": versions}}))
+        let versions: Vec<Value> =
+            served.iter().map(|(n, s)| json!({"name": n, "served": s, "storage": false})).collect();
+        object(
+            json!({"kind": "CustomResourceDefinition", "spec": {"group": "models.titanml.co", "names": {"kind": "ModelOrchestra"}, "versions": versions}}),
+        )
     }
 
     fn shared(crd_version: &str) -> Property {
-        object(json!({"kind": "ClusterServiceVersion", "metadata": {"annotations": {CRD_VERSION_ANNOTATION: crd_version}}}))
+        object(
+            json!({"kind": "ClusterServiceVersion", "metadata": {"annotations": {CRD_VERSION_ANNOTATION: crd_version}}}),
+        )
     }
 
     fn gvk(version: &str) -> Property {
-        Property { type_: "olm.gvk".into(), value: json!({"group": "models.titanml.co", "kind": "ModelOrchestra", "version": version}) }
+        Property {
+            type_: "olm.gvk".into(),
+            value: json!({"group": "models.titanml.co", "kind": "ModelOrchestra", "version": version}),
+        }
     }
 
     fn catalog(bundles: Vec<(&str, Vec<Property>)>) -> Catalog {
@@ -124,7 +144,14 @@ mod tests {
             .into_iter()
             .map(|(name, properties)| {
                 (
-                    Bundle { schema: "olm.bundle".into(), name: name.into(), package: "p".into(), image: String::new(), properties, related_images: vec![] },
+                    Bundle {
+                        schema: "olm.bundle".into(),
+                        name: name.into(),
+                        package: "p".into(),
+                        image: String::new(),
+                        properties,
+                        related_images: vec![],
+                    },
                     Origin::default(),
                 )
             })
@@ -134,11 +161,16 @@ mod tests {
 
     #[test]
     fn a_bundle_whose_crd_drops_a_version_a_shared_crd_bundle_serves_is_refused() {
-        let c = catalog(vec![("p.v0.1.0", vec![shared("v1alpha1")]), ("p.v2.0.0", vec![crd(&[("v1alpha2", true)]), gvk("v1alpha2")])]);
+        let c = catalog(vec![
+            ("p.v0.1.0", vec![shared("v1alpha1")]),
+            ("p.v2.0.0", vec![crd(&[("v1alpha2", true)]), gvk("v1alpha2")]),
+        ]);
         let findings = check(&c);
         assert_eq!(findings.len(), 1, "{findings:?}");
         assert!(
-            findings[0].object.contains("p.v2.0.0") && findings[0].message.contains("v1alpha1") && findings[0].message.contains("p.v0.1.0"),
+            findings[0].object.contains("p.v2.0.0")
+                && findings[0].message.contains("v1alpha1")
+                && findings[0].message.contains("p.v0.1.0"),
             "{}",
             findings[0]
         );
@@ -146,7 +178,10 @@ mod tests {
 
     #[test]
     fn a_version_listed_but_no_longer_served_counts_as_dropped() {
-        let c = catalog(vec![("p.v0.1.0", vec![gvk("v1alpha1")]), ("p.v2.0.0", vec![crd(&[("v1alpha1", false), ("v1alpha2", true)])])]);
+        let c = catalog(vec![
+            ("p.v0.1.0", vec![gvk("v1alpha1")]),
+            ("p.v2.0.0", vec![crd(&[("v1alpha1", false), ("v1alpha2", true)])]),
+        ]);
         assert_eq!(check(&c).len(), 1);
     }
 
@@ -162,7 +197,8 @@ mod tests {
 
     #[test]
     fn bundles_of_other_packages_are_not_compared() {
-        let mut c = catalog(vec![("p.v0.1.0", vec![shared("v1alpha1")]), ("q.v2.0.0", vec![crd(&[("v1alpha2", true)])])]);
+        let mut c =
+            catalog(vec![("p.v0.1.0", vec![shared("v1alpha1")]), ("q.v2.0.0", vec![crd(&[("v1alpha2", true)])])]);
         c.bundles[1].0.package = "q".into();
         assert_eq!(check(&c), vec![]);
     }

@@ -63,9 +63,14 @@ const API_SERVICE_DESCRIPTION: &[Field] = &[
     f("specDescriptors", Ty::List(&Ty::Struct(DESCRIPTOR)), true),
     f("actionDescriptors", Ty::List(&Ty::Struct(DESCRIPTOR)), true),
 ];
-const CRDS: &[Field] = &[f("owned", Ty::List(&Ty::Struct(CRD_DESCRIPTION)), true), f("required", Ty::List(&Ty::Struct(CRD_DESCRIPTION)), true)];
-const API_SERVICES: &[Field] =
-    &[f("owned", Ty::List(&Ty::Struct(API_SERVICE_DESCRIPTION)), true), f("required", Ty::List(&Ty::Struct(API_SERVICE_DESCRIPTION)), true)];
+const CRDS: &[Field] = &[
+    f("owned", Ty::List(&Ty::Struct(CRD_DESCRIPTION)), true),
+    f("required", Ty::List(&Ty::Struct(CRD_DESCRIPTION)), true),
+];
+const API_SERVICES: &[Field] = &[
+    f("owned", Ty::List(&Ty::Struct(API_SERVICE_DESCRIPTION)), true),
+    f("required", Ty::List(&Ty::Struct(API_SERVICE_DESCRIPTION)), true),
+];
 const INSTALL_MODE: &[Field] = &[f("type", Ty::Str, false), f("supported", Ty::Bool, false)];
 const APP_LINK: &[Field] = &[f("name", Ty::Str, true), f("url", Ty::Str, true)];
 const MAINTAINER: &[Field] = &[f("name", Ty::Str, true), f("email", Ty::Str, true)];
@@ -97,7 +102,8 @@ fn lookup<'a>(object: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
 
 /// The Go value decoded from `value` (None: absent), as (node, is it empty for omitempty).
 fn decode(ty: Ty, value: Option<&Value>, at: &str) -> Result<(Node, bool), String> {
-    let wrong = |want: &str| Err(format!("{at}: cannot unmarshal {} into a Go {want}", value.map(kind).unwrap_or("nothing")));
+    let wrong =
+        |want: &str| Err(format!("{at}: cannot unmarshal {} into a Go {want}", value.map(kind).unwrap_or("nothing")));
     let null = matches!(value, None | Some(Value::Null));
     match ty {
         Ty::Str => match value {
@@ -140,7 +146,11 @@ fn decode(ty: Ty, value: Option<&Value>, at: &str) -> Result<(Node, bool), Strin
         },
         Ty::List(item) => match value {
             Some(Value::Array(a)) => {
-                let items = a.iter().enumerate().map(|(i, v)| decode(*item, Some(v), &format!("{at}[{i}]")).map(|(n, _)| n)).collect::<Result<Vec<_>, _>>()?;
+                let items = a
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| decode(*item, Some(v), &format!("{at}[{i}]")).map(|(n, _)| n))
+                    .collect::<Result<Vec<_>, _>>()?;
                 let empty = items.is_empty();
                 Ok((Node::Array(items), empty))
             }

@@ -113,7 +113,10 @@ fn package_of(v: &Value) -> String {
 
 impl Icon {
     fn node(&self) -> Node {
-        Node::object(vec![("base64data", Node::String(self.base64data.clone())), ("mediatype", Node::String(self.mediatype.clone()))])
+        Node::object(vec![
+            ("base64data", Node::String(self.base64data.clone())),
+            ("mediatype", Node::String(self.mediatype.clone())),
+        ])
     }
 }
 
@@ -170,11 +173,17 @@ impl Property {
     pub fn value_node(&self) -> Node {
         match self.type_.as_str() {
             "olm.package" => {
-                let known = self.value.as_object().is_some_and(|m| m.keys().all(|k| matches!(k.as_str(), "packageName" | "version" | "release")));
+                let known = self
+                    .value
+                    .as_object()
+                    .is_some_and(|m| m.keys().all(|k| matches!(k.as_str(), "packageName" | "version" | "release")));
                 if !known {
                     return Node::from_value(&self.value);
                 }
-                let mut f = vec![("packageName", Node::from_value(&self.value["packageName"])), ("version", Node::from_value(&self.value["version"]))];
+                let mut f = vec![
+                    ("packageName", Node::from_value(&self.value["packageName"])),
+                    ("version", Node::from_value(&self.value["version"])),
+                ];
                 if self.value.get("release").is_some_and(|r| r != "") {
                     f.push(("release", Node::from_value(&self.value["release"])));
                 }
@@ -213,7 +222,9 @@ impl Bundle {
             let images = self
                 .related_images
                 .iter()
-                .map(|r| Node::object(vec![("name", Node::String(r.name.clone())), ("image", Node::String(r.image.clone()))]))
+                .map(|r| {
+                    Node::object(vec![("name", Node::String(r.name.clone())), ("image", Node::String(r.image.clone()))])
+                })
                 .collect();
             f.push(("relatedImages", Node::Array(images)));
         }
@@ -235,7 +246,11 @@ fn deprecation_node(d: &Value) -> Node {
             Node::object(vec![("reference", Node::object(reference)), ("message", Node::from_value(&e["message"]))])
         })
         .collect();
-    Node::object(vec![("schema", Node::from_value(&d["schema"])), ("package", Node::from_value(&d["package"])), ("entries", Node::Array(entries))])
+    Node::object(vec![
+        ("schema", Node::from_value(&d["schema"])),
+        ("package", Node::from_value(&d["package"])),
+        ("entries", Node::Array(entries)),
+    ])
 }
 
 impl Catalog {
@@ -256,14 +271,18 @@ impl Catalog {
         let mut docs = Vec::new();
         for pkg in names.iter().filter(|n| !n.is_empty()) {
             docs.extend(self.packages.iter().map(|(p, _)| p).filter(|p| &p.name == pkg).map(Package::node));
-            let mut channels: Vec<&Channel> = self.channels.iter().map(|(c, _)| c).filter(|c| &c.package == pkg).collect();
+            let mut channels: Vec<&Channel> =
+                self.channels.iter().map(|(c, _)| c).filter(|c| &c.package == pkg).collect();
             channels.sort_by(|a, b| a.name.cmp(&b.name));
             docs.extend(channels.into_iter().map(Channel::node));
             let mut bundles: Vec<&Bundle> = self.bundles.iter().map(|(b, _)| b).filter(|b| &b.package == pkg).collect();
             bundles.sort_by(|a, b| a.name.cmp(&b.name));
             docs.extend(bundles.into_iter().map(Bundle::node));
-            docs.extend(self.deprecations.iter().map(|(d, _)| d).filter(|d| &package_of(d) == pkg).map(deprecation_node));
-            let mut others: Vec<&Value> = self.others.iter().map(|(o, _)| o).filter(|o| &package_of(o) == pkg).collect();
+            docs.extend(
+                self.deprecations.iter().map(|(d, _)| d).filter(|d| &package_of(d) == pkg).map(deprecation_node),
+            );
+            let mut others: Vec<&Value> =
+                self.others.iter().map(|(o, _)| o).filter(|o| &package_of(o) == pkg).collect();
             others.sort_by(|a, b| a["schema"].as_str().cmp(&b["schema"].as_str()));
             docs.extend(others.into_iter().map(Node::from_value));
         }
@@ -312,7 +331,8 @@ fn collect(dir: &Path, ignores: &mut Vec<(PathBuf, Vec<String>)>, out: &mut Vec<
     let pushed = ignore_file.exists();
     if pushed {
         let text = std::fs::read_to_string(&ignore_file).map_err(|e| ToolError::io(&ignore_file, e))?;
-        let patterns = text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).map(String::from).collect();
+        let patterns =
+            text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).map(String::from).collect();
         ignores.push((dir.to_path_buf(), patterns));
     }
     let entries = std::fs::read_dir(dir).map_err(|e| ToolError::io(dir, e))?;
@@ -366,7 +386,9 @@ pub fn load_text(text: &str, file: &Path, catalog: &mut Catalog) -> Result<(), T
     } else {
         serde_yaml::Deserializer::from_str(text)
             .enumerate()
-            .map(|(i, doc)| Value::deserialize(doc).map_err(|e| ToolError::Invalid(format!("{}: not YAML: {e}", origin(i)))))
+            .map(|(i, doc)| {
+                Value::deserialize(doc).map_err(|e| ToolError::Invalid(format!("{}: not YAML: {e}", origin(i))))
+            })
             .collect::<Result<_, _>>()?
     };
     for (i, value) in values.into_iter().enumerate() {
@@ -374,7 +396,9 @@ pub fn load_text(text: &str, file: &Path, catalog: &mut Catalog) -> Result<(), T
         if value.is_null() {
             continue;
         }
-        let Some(obj) = value.as_object() else { return Err(ToolError::Invalid(format!("{origin}: a catalog document must be an object"))) };
+        let Some(obj) = value.as_object() else {
+            return Err(ToolError::Invalid(format!("{origin}: a catalog document must be an object")));
+        };
         let schema = obj
             .iter()
             .find(|(k, _)| k.eq_ignore_ascii_case("schema"))

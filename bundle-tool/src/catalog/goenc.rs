@@ -82,7 +82,8 @@ impl Node {
             Node::String(s) => Yaml::String(s.clone()),
             Node::Array(a) => Yaml::Seq(a.iter().map(Node::to_yaml_value).collect()),
             Node::Object(fields) => {
-                let mut pairs: Vec<(String, Yaml)> = fields.iter().map(|(k, v)| (k.clone(), v.to_yaml_value())).collect();
+                let mut pairs: Vec<(String, Yaml)> =
+                    fields.iter().map(|(k, v)| (k.clone(), v.to_yaml_value())).collect();
                 // Duplicate keys cannot come out of Go's encoder; the last one would win.
                 pairs.sort_by(|a, b| yaml_key_order(&a.0, &b.0));
                 Yaml::Map(pairs)
@@ -422,7 +423,9 @@ fn is_printable(b: &[u8], i: usize) -> bool {
         || (c > 0xC2 && c < 0xED)
         || (c == 0xED && at(b, i + 1) < 0xA0)
         || c == 0xEE
-        || (c == 0xEF && !(at(b, i + 1) == 0xBB && at(b, i + 2) == 0xBF) && !(at(b, i + 1) == 0xBF && (at(b, i + 2) == 0xBE || at(b, i + 2) == 0xBF)))
+        || (c == 0xEF
+            && !(at(b, i + 1) == 0xBB && at(b, i + 2) == 0xBF)
+            && !(at(b, i + 1) == 0xBF && (at(b, i + 2) == 0xBE || at(b, i + 2) == 0xBF)))
 }
 
 fn is_space(b: &[u8], i: usize) -> bool {
@@ -435,7 +438,10 @@ fn is_blank(b: &[u8], i: usize) -> bool {
 
 fn is_break(b: &[u8], i: usize) -> bool {
     let c = at(b, i);
-    c == b'\r' || c == b'\n' || (c == 0xC2 && at(b, i + 1) == 0x85) || (c == 0xE2 && at(b, i + 1) == 0x80 && (at(b, i + 2) == 0xA8 || at(b, i + 2) == 0xA9))
+    c == b'\r'
+        || c == b'\n'
+        || (c == 0xC2 && at(b, i + 1) == 0x85)
+        || (c == 0xE2 && at(b, i + 1) == 0x80 && (at(b, i + 2) == 0xA8 || at(b, i + 2) == 0xA9))
 }
 
 fn is_blankz(b: &[u8], i: usize) -> bool {
@@ -448,9 +454,16 @@ fn is_bom(b: &[u8]) -> bool {
 
 fn analyze(value: &[u8]) -> Analysis {
     if value.is_empty() {
-        return Analysis { multiline: false, flow_plain_allowed: false, block_plain_allowed: true, single_quoted_allowed: true, block_allowed: false };
+        return Analysis {
+            multiline: false,
+            flow_plain_allowed: false,
+            block_plain_allowed: true,
+            single_quoted_allowed: true,
+            block_allowed: false,
+        };
     }
-    let (mut block_indicators, mut flow_indicators, mut line_breaks, mut special_characters) = (false, false, false, false);
+    let (mut block_indicators, mut flow_indicators, mut line_breaks, mut special_characters) =
+        (false, false, false, false);
     let (mut leading_space, mut leading_break, mut trailing_space, mut trailing_break) = (false, false, false, false);
     let (mut break_space, mut space_break, mut previous_space, mut previous_break) = (false, false, false, false);
     if value.len() >= 3 && (value.starts_with(b"---") || value.starts_with(b"...")) {
@@ -464,7 +477,8 @@ fn analyze(value: &[u8]) -> Analysis {
         let followed_by_whitespace = i + w >= value.len() || is_blank(value, i + w);
         if i == 0 {
             match value[i] {
-                b'#' | b',' | b'[' | b']' | b'{' | b'}' | b'&' | b'*' | b'!' | b'|' | b'>' | b'\'' | b'"' | b'%' | b'@' | b'`' => {
+                b'#' | b',' | b'[' | b']' | b'{' | b'}' | b'&' | b'*' | b'!' | b'|' | b'>' | b'\'' | b'"' | b'%'
+                | b'@' | b'`' => {
                     flow_indicators = true;
                     block_indicators = true;
                 }
@@ -532,7 +546,13 @@ fn analyze(value: &[u8]) -> Analysis {
         preceded_by_whitespace = is_blankz(value, i);
         i += w;
     }
-    let mut a = Analysis { multiline: line_breaks, flow_plain_allowed: true, block_plain_allowed: true, single_quoted_allowed: true, block_allowed: true };
+    let mut a = Analysis {
+        multiline: line_breaks,
+        flow_plain_allowed: true,
+        block_plain_allowed: true,
+        single_quoted_allowed: true,
+        block_allowed: true,
+    };
     if leading_space || leading_break || trailing_space || trailing_break {
         a.flow_plain_allowed = false;
         a.block_plain_allowed = false;
@@ -576,7 +596,15 @@ struct Emitter {
 
 impl Emitter {
     fn new() -> Emitter {
-        Emitter { out: String::new(), column: 0, indent: -1, indents: Vec::new(), whitespace: true, indention: true, flow_level: 0 }
+        Emitter {
+            out: String::new(),
+            column: 0,
+            indent: -1,
+            indents: Vec::new(),
+            whitespace: true,
+            indention: true,
+            flow_level: 0,
+        }
     }
 
     fn put(&mut self, c: char) {
@@ -807,7 +835,13 @@ impl Emitter {
         let mut i = 0;
         while i < value.len() {
             if is_space(value, i) {
-                if allow_breaks && !spaces && self.column > BEST_WIDTH && i > 0 && i < value.len() - 1 && !is_space(value, i + 1) {
+                if allow_breaks
+                    && !spaces
+                    && self.column > BEST_WIDTH
+                    && i > 0
+                    && i < value.len() - 1
+                    && !is_space(value, i + 1)
+                {
                     self.write_indent();
                     i += 1;
                 } else {
@@ -846,7 +880,8 @@ impl Emitter {
         while i < value.len() {
             if !is_printable(value, i) || is_bom(value) || is_break(value, i) || value[i] == b'"' || value[i] == b'\\' {
                 let w = width(value[i]).max(1);
-                let c = std::str::from_utf8(&value[i..i + w]).ok().and_then(|s| s.chars().next()).unwrap_or('\u{FFFD}') as u32;
+                let c = std::str::from_utf8(&value[i..i + w]).ok().and_then(|s| s.chars().next()).unwrap_or('\u{FFFD}')
+                    as u32;
                 i += w;
                 self.put('\\');
                 match c {
@@ -964,8 +999,9 @@ fn simple_key(key: &str) -> bool {
 /// string, not as a bool, null, number or timestamp.
 pub fn resolves_to_string(s: &str) -> bool {
     const NOT_STRINGS: [&str; 39] = [
-        "y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON", "n", "N", "no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF",
-        "", "~", "null", "Null", "NULL", ".nan", ".NaN", ".NAN", ".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF", "-.inf", "-.Inf", "-.INF",
+        "y", "Y", "yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON", "n", "N", "no", "No", "NO", "false",
+        "False", "FALSE", "off", "Off", "OFF", "", "~", "null", "Null", "NULL", ".nan", ".NaN", ".NAN", ".inf", ".Inf",
+        ".INF", "+.inf", "+.Inf", "+.INF", "-.inf", "-.Inf", "-.INF",
     ];
     // (The resolver also maps "<<" to a merge key, but only looks strings up when their
     // first character hints at a non-string, and '<' does not: "<<" stays a string.)
@@ -1091,8 +1127,10 @@ fn go_parse_float(s: &str) -> bool {
         // Mantissa hex digits with an optional point, a mandatory p exponent.
         let Some((mantissa, exp)) = hex.split_once('p') else { return false };
         let mantissa = mantissa.replace('_', "");
-        let ok_mantissa =
-            !mantissa.is_empty() && mantissa != "." && mantissa.matches('.').count() <= 1 && mantissa.chars().all(|c| c == '.' || c.is_ascii_hexdigit());
+        let ok_mantissa = !mantissa.is_empty()
+            && mantissa != "."
+            && mantissa.matches('.').count() <= 1
+            && mantissa.chars().all(|c| c == '.' || c.is_ascii_hexdigit());
         let exp = exp.strip_prefix(['+', '-']).unwrap_or(exp);
         return ok_mantissa && !exp.is_empty() && exp.bytes().all(|c| c.is_ascii_digit());
     }
@@ -1175,7 +1213,12 @@ fn parse_timestamp(s: &str) -> bool {
         b'Z' => i + 1 == b.len(),
         b'+' | b'-' => {
             let z = &b[i + 1..];
-            z.len() == 5 && z[0].is_ascii_digit() && z[1].is_ascii_digit() && z[2] == b':' && z[3].is_ascii_digit() && z[4].is_ascii_digit()
+            z.len() == 5
+                && z[0].is_ascii_digit()
+                && z[1].is_ascii_digit()
+                && z[2] == b':'
+                && z[3].is_ascii_digit()
+                && z[4].is_ascii_digit()
         }
         _ => false,
     }
@@ -1250,7 +1293,10 @@ mod tests {
         let n = Node::from_value(&json!({"b": "<a&b>\u{2028}\t\u{1}", "a": 1}));
         assert_eq!(n.compact(true), r#"{"a":1,"b":"\u003ca\u0026b\u003e\u2028\t\u0001"}"#);
         assert_eq!(n.compact(false), r#"{"a":1,"b":"<a&b>\u2028\t\u0001"}"#);
-        assert_eq!(Node::from_value(&json!({"a": [], "b": {}, "c": [1]})).indented("  "), "{\n  \"a\": [],\n  \"b\": {},\n  \"c\": [\n    1\n  ]\n}");
+        assert_eq!(
+            Node::from_value(&json!({"a": [], "b": {}, "c": [1]})).indented("  "),
+            "{\n  \"a\": [],\n  \"b\": {},\n  \"c\": [\n    1\n  ]\n}"
+        );
     }
 
     #[test]
@@ -1279,6 +1325,9 @@ mod tests {
 
     #[test]
     fn yaml_writes_multi_line_strings_as_literal_blocks_and_sequences_unindented() {
-        assert_eq!(yaml(json!({"d": "a\nb\n", "e": "x\n\n", "l": [{"n": 1, "m": []}]})), "d: |\n  a\n  b\ne: |+\n  x\n\nl:\n- m: []\n  \"n\": 1\n");
+        assert_eq!(
+            yaml(json!({"d": "a\nb\n", "e": "x\n\n", "l": [{"n": 1, "m": []}]})),
+            "d: |\n  a\n  b\ne: |+\n  x\n\nl:\n- m: []\n  \"n\": 1\n"
+        );
     }
 }

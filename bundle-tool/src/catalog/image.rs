@@ -23,8 +23,14 @@ pub fn catalog_image(dir: &Path, base: Option<&PulledImage>) -> Result<Image, To
             dir.display()
         )));
     }
-    let files: Vec<File> = tree.into_iter().map(|(path, text)| File { path: format!("configs/{path}"), mode: 0o644, data: text.into_bytes() }).collect();
-    let mut config = ImageConfig { labels: BTreeMap::from([(CONFIGS_LABEL.to_string(), CONFIGS_DIR.to_string())]), ..Default::default() };
+    let files: Vec<File> = tree
+        .into_iter()
+        .map(|(path, text)| File { path: format!("configs/{path}"), mode: 0o644, data: text.into_bytes() })
+        .collect();
+    let mut config = ImageConfig {
+        labels: BTreeMap::from([(CONFIGS_LABEL.to_string(), CONFIGS_DIR.to_string())]),
+        ..Default::default()
+    };
     if base.is_some() {
         config.entrypoint = Some(vec!["/bin/opm".into()]);
         config.cmd = Some(vec!["serve".into(), CONFIGS_DIR.into()]);

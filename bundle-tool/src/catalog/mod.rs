@@ -98,22 +98,35 @@ pub fn write_output(path: Option<&Path>, text: &str) -> Result<(), crate::error:
 }
 
 /// Renders the semver template at `file` (text `text`) with bundle content from `sources`.
-pub async fn render(text: &str, file: &Path, sources: &source::Sources, objects: bundle::Objects) -> Result<(Catalog, Provenance), RenderError> {
+pub async fn render(
+    text: &str,
+    file: &Path,
+    sources: &source::Sources,
+    objects: bundle::Objects,
+) -> Result<(Catalog, Provenance), RenderError> {
     let template = template::parse(text, file)?;
     let images = template.images();
-    let contents = sources.load_all(&images).await.map_err(|error| RenderError::Source { error, file: file.to_path_buf() })?;
+    let contents =
+        sources.load_all(&images).await.map_err(|error| RenderError::Source { error, file: file.to_path_buf() })?;
     let mut rendered = BTreeMap::new();
     let mut provenance = Vec::new();
     for (image, (content, origin)) in images.iter().zip(contents) {
-        let r = bundle::render(&content, image, objects).map_err(|error| RenderError::Bundle { error, file: file.to_path_buf() })?;
+        let r = bundle::render(&content, image, objects)
+            .map_err(|error| RenderError::Bundle { error, file: file.to_path_buf() })?;
         rendered.insert(image.clone(), r);
         provenance.push((image.clone(), origin));
     }
     let facts = rendered.iter().map(|(i, r)| (i.clone(), r.facts.clone())).collect();
-    let graph = semver::generate(&template, &facts).map_err(|error| RenderError::Semver { error, file: file.to_path_buf() })?;
+    let graph =
+        semver::generate(&template, &facts).map_err(|error| RenderError::Semver { error, file: file.to_path_buf() })?;
 
     // Description and icon come from the CSV of the default channel's head.
-    let head = graph.channels.iter().find(|c| c.name == graph.default_channel).and_then(|c| c.entries.last()).map(|e| e.name.clone());
+    let head = graph
+        .channels
+        .iter()
+        .find(|c| c.name == graph.default_channel)
+        .and_then(|c| c.entries.last())
+        .map(|e| e.name.clone());
     let head = head.and_then(|name| rendered.values().find(|r| r.bundle.name == name));
     let origin = Origin { file: file.to_path_buf(), document: 1 };
     let package = Package {

@@ -83,7 +83,10 @@ fn outranks(new: &HighWater, old: &HighWater, preference: ChannelKind) -> bool {
         Some(ChannelKind::Major) => 1,
         None => 0,
     };
-    new.archetype.cmp(&old.archetype).then_with(|| precedence(&new.version, &old.version)).then_with(|| rank(new.kind).cmp(&rank(old.kind)))
+    new.archetype
+        .cmp(&old.archetype)
+        .then_with(|| precedence(&new.version, &old.version))
+        .then_with(|| rank(new.kind).cmp(&rank(old.kind)))
         == Ordering::Greater
 }
 
@@ -103,14 +106,24 @@ pub fn generate(template: &SemverTemplate, facts: &BTreeMap<String, BundleFacts>
             })?;
             match &package {
                 None => package = Some(f.package.clone()),
-                Some(p) if *p != f.package => return Err(SemverError::OtherPackage { bundle: f.name.clone(), its: f.package.clone(), package: p.clone() }),
+                Some(p) if *p != f.package => {
+                    return Err(SemverError::OtherPackage {
+                        bundle: f.name.clone(),
+                        its: f.package.clone(),
+                        package: p.clone(),
+                    })
+                }
                 Some(_) => {}
             }
             if members.iter().any(|m| m.name == f.name) {
                 return Err(SemverError::Duplicate { archetype: archetype.as_str(), name: f.name.clone() });
             }
             if let Some(other) = members.iter().find(|m| precedence(&m.version, &version) == Ordering::Equal) {
-                return Err(SemverError::Unorderable { archetype: archetype.as_str(), a: version.to_string(), b: other.version.to_string() });
+                return Err(SemverError::Unorderable {
+                    archetype: archetype.as_str(),
+                    a: version.to_string(),
+                    b: other.version.to_string(),
+                });
             }
             members.push(Member { name: f.name.clone(), version });
         }
@@ -131,13 +144,19 @@ pub fn generate(template: &SemverTemplate, facts: &BTreeMap<String, BundleFacts>
     }
     let mut channels: BTreeMap<String, Vec<ChannelEntry>> = BTreeMap::new();
     let mut entry_channel: BTreeMap<(Archetype, ChannelKind, String), String> = BTreeMap::new();
-    let mut high = HighWater { archetype: Archetype::Candidate, version: Version::new(0, 0, 0), kind: None, name: String::new() };
+    let mut high =
+        HighWater { archetype: Archetype::Candidate, version: Version::new(0, 0, 0), kind: None, name: String::new() };
     for (archetype, members) in &lists {
         for m in members {
             for kind in &kinds {
                 let name = channel_name(*archetype, *kind, &m.version);
                 if !channels.contains_key(&name) {
-                    let candidate = HighWater { archetype: *archetype, version: m.version.clone(), kind: Some(*kind), name: name.clone() };
+                    let candidate = HighWater {
+                        archetype: *archetype,
+                        version: m.version.clone(),
+                        kind: Some(*kind),
+                        name: name.clone(),
+                    };
                     if outranks(&candidate, &high, template.preference) {
                         high = candidate;
                     }
@@ -168,10 +187,14 @@ pub fn generate(template: &SemverTemplate, facts: &BTreeMap<String, BundleFacts>
                         continue;
                     }
                     let replaces = previous_y_max.map(|p| p.name.clone()).unwrap_or_default();
-                    let mut skips: Vec<String> = partition[..i].iter().map(|p| p.name.clone()).filter(|n| *n != replaces).collect();
+                    let mut skips: Vec<String> =
+                        partition[..i].iter().map(|p| p.name.clone()).filter(|n| *n != replaces).collect();
                     skips.sort();
                     let channel = &entry_channel[&(*archetype, *kind, m.name.clone())];
-                    let entry = channels.get_mut(channel).and_then(|es| es.iter_mut().find(|e| e.name == m.name)).expect("every member has an entry");
+                    let entry = channels
+                        .get_mut(channel)
+                        .and_then(|es| es.iter_mut().find(|e| e.name == m.name))
+                        .expect("every member has an entry");
                     entry.replaces = replaces;
                     entry.skips = skips;
                     previous_y_max = Some(m);
@@ -183,6 +206,9 @@ pub fn generate(template: &SemverTemplate, facts: &BTreeMap<String, BundleFacts>
     Ok(Graph {
         package: package.clone(),
         default_channel: high.name,
-        channels: channels.into_iter().map(|(name, entries)| Channel { schema: CHANNEL.into(), name, package: package.clone(), entries }).collect(),
+        channels: channels
+            .into_iter()
+            .map(|(name, entries)| Channel { schema: CHANNEL.into(), name, package: package.clone(), entries })
+            .collect(),
     })
 }

@@ -71,7 +71,8 @@ impl Sources {
     pub async fn load(&self, image: &str) -> Result<(BundleContent, Origin), SourceError> {
         if let Some(dir) = self.local_dir(image) {
             let files = crate::bundle::generate::read_tree(&dir).map_err(|e| SourceError::Content(e.to_string()))?;
-            let content = BundleContent::annotations_from_files(files, &dir.display().to_string()).map_err(|e| SourceError::Content(e.to_string()))?;
+            let content = BundleContent::annotations_from_files(files, &dir.display().to_string())
+                .map_err(|e| SourceError::Content(e.to_string()))?;
             return Ok((content, Origin::Directory(dir)));
         }
         let conn = self.pool.connect(image, &self.access)?;
@@ -97,7 +98,8 @@ impl Sources {
         }
         let mut files = BTreeMap::new();
         for layer in &pulled.layers {
-            unpack(&layer.data, &layer.media_type, &mut files).map_err(|e| SourceError::Content(format!("{image}: layer {}: {e}", layer.digest)))?;
+            unpack(&layer.data, &layer.media_type, &mut files)
+                .map_err(|e| SourceError::Content(format!("{image}: layer {}: {e}", layer.digest)))?;
         }
         // Like opm: the label says it is a bundle; the unpacked annotations.yaml says the rest.
         let content = if files.contains_key("metadata/annotations.yaml") {
@@ -131,7 +133,8 @@ fn write_cache(file: &Path, content: &BundleContent) {
 /// Adds the layer's regular files under `manifests/` and `metadata/` to `files` (later
 /// layers win), as opm's unpacker sees them.
 fn unpack(data: &[u8], media_type: &str, files: &mut BTreeMap<String, String>) -> std::io::Result<()> {
-    let reader: Box<dyn Read> = if media_type.ends_with("gzip") { Box::new(flate2::read::GzDecoder::new(data)) } else { Box::new(data) };
+    let reader: Box<dyn Read> =
+        if media_type.ends_with("gzip") { Box::new(flate2::read::GzDecoder::new(data)) } else { Box::new(data) };
     let mut archive = tar::Archive::new(reader);
     for entry in archive.entries()? {
         let mut entry = entry?;

@@ -63,7 +63,12 @@ fn err(file: &Path, field: &str, message: impl Into<String>, fix: &str) -> ToolE
 }
 
 /// The fields of a mapping by lower-cased key, rejecting keys not in `known`.
-fn fields<'a>(file: &Path, at: &str, value: &'a Value, known: &[&'static str]) -> Result<Vec<(&'static str, &'a Value)>, ToolError> {
+fn fields<'a>(
+    file: &Path,
+    at: &str,
+    value: &'a Value,
+    known: &[&'static str],
+) -> Result<Vec<(&'static str, &'a Value)>, ToolError> {
     let Some(map) = value.as_mapping() else {
         return Err(err(file, at, "must be a mapping", "see catalog/operator_catalog.yaml for the shape"));
     };
@@ -71,7 +76,12 @@ fn fields<'a>(file: &Path, at: &str, value: &'a Value, known: &[&'static str]) -
     for (k, v) in map {
         let key = k.as_str().ok_or_else(|| err(file, at, format!("key {k:?} is not a string"), "use string keys"))?;
         let Some(&name) = known.iter().find(|n| n.eq_ignore_ascii_case(key)) else {
-            return Err(err(file, &format!("{at}{key}"), format!("json: unknown field \"{key}\""), &format!("known fields: {}", known.join(", "))));
+            return Err(err(
+                file,
+                &format!("{at}{key}"),
+                format!("json: unknown field \"{key}\""),
+                &format!("known fields: {}", known.join(", ")),
+            ));
         };
         // Go's decoder lets a later key that differs only in case win; so do we.
         out.retain(|(n, _)| *n != name);
@@ -83,9 +93,22 @@ fn fields<'a>(file: &Path, at: &str, value: &'a Value, known: &[&'static str]) -
 /// Parses the template text; `file` names it in errors.
 pub fn parse(text: &str, file: &Path) -> Result<SemverTemplate, ToolError> {
     // serde_yaml refuses duplicate keys, like sigs.k8s.io/yaml's strict mode.
-    let doc: Value = serde_yaml::from_str(text).map_err(|e| err(file, "(document)", format!("not valid YAML: {e}"), "fix the YAML syntax"))?;
-    let top =
-        fields(file, "", &doc, &["schema", "generateMajorChannels", "generateMinorChannels", "defaultChannelTypePreference", "candidate", "fast", "stable"])?;
+    let doc: Value = serde_yaml::from_str(text)
+        .map_err(|e| err(file, "(document)", format!("not valid YAML: {e}"), "fix the YAML syntax"))?;
+    let top = fields(
+        file,
+        "",
+        &doc,
+        &[
+            "schema",
+            "generateMajorChannels",
+            "generateMinorChannels",
+            "defaultChannelTypePreference",
+            "candidate",
+            "fast",
+            "stable",
+        ],
+    )?;
     let get = |name: &str| top.iter().find(|(n, _)| *n == name).map(|(_, v)| *v);
     let schema = get("schema").and_then(Value::as_str).unwrap_or_default();
     if schema != "olm.semver" {
@@ -100,7 +123,9 @@ pub fn parse(text: &str, file: &Path) -> Result<SemverTemplate, ToolError> {
         match get(name) {
             None | Some(Value::Null) => Ok(false),
             Some(Value::Bool(b)) => Ok(*b),
-            Some(other) => Err(err(file, name, format!("must be true or false, found {other:?}"), "write true or false")),
+            Some(other) => {
+                Err(err(file, name, format!("must be true or false, found {other:?}"), "write true or false"))
+            }
         }
     };
     let generate_major = flag("generateMajorChannels")?;
@@ -140,14 +165,27 @@ pub fn parse(text: &str, file: &Path) -> Result<SemverTemplate, ToolError> {
             let items = match list {
                 Value::Null => &[][..],
                 Value::Sequence(s) => s.as_slice(),
-                _ => return Err(err(file, &format!("{}.bundles", archetype.as_str()), "must be a list", "write `- image: REF` items")),
+                _ => {
+                    return Err(err(
+                        file,
+                        &format!("{}.bundles", archetype.as_str()),
+                        "must be a list",
+                        "write `- image: REF` items",
+                    ))
+                }
             };
             for (i, item) in items.iter().enumerate() {
                 let at = format!("{}.bundles[{i}]", archetype.as_str());
                 let item_fields = fields(file, &format!("{at}."), item, &["image"])?;
-                let image = item_fields.iter().find(|(n, _)| *n == "image").and_then(|(_, v)| v.as_str()).unwrap_or_default();
+                let image =
+                    item_fields.iter().find(|(n, _)| *n == "image").and_then(|(_, v)| v.as_str()).unwrap_or_default();
                 if image.is_empty() {
-                    return Err(err(file, &format!("{at}.image"), "missing bundle image", "write `image: registry/repo:tag`"));
+                    return Err(err(
+                        file,
+                        &format!("{at}.image"),
+                        "missing bundle image",
+                        "write `image: registry/repo:tag`",
+                    ));
                 }
                 images.push(image.to_string());
             }

@@ -59,7 +59,8 @@ pub fn skip_range_ok(range: &str) -> bool {
                 && parts.iter().all(|c| {
                     let v = c.trim_start_matches(['>', '<', '=', '!']);
                     let op = &c[..c.len() - v.len()];
-                    matches!(op, "" | "=" | "==" | "!=" | ">" | ">=" | "<" | "<=") && semver::Version::parse(v.trim_start_matches('v')).is_ok()
+                    matches!(op, "" | "=" | "==" | "!=" | ">" | ">=" | "<" | "<=")
+                        && semver::Version::parse(v.trim_start_matches('v')).is_ok()
                 })
         })
 }
@@ -75,7 +76,12 @@ pub fn validate(catalog: &Catalog) -> Vec<Finding> {
             continue;
         }
         if !is_dns_label(&p.name) {
-            f.add(package_obj(&p.name), "package-name", "package name must be a DNS-1123 label (lower-case letters, digits, '-', at most 63)", Some(o));
+            f.add(
+                package_obj(&p.name),
+                "package-name",
+                "package name must be a DNS-1123 label (lower-case letters, digits, '-', at most 63)",
+                Some(o),
+            );
         }
         if packages.insert(p.name.as_str(), p).is_some() {
             f.add(package_obj(&p.name), "package-unique", "duplicate package", Some(o));
@@ -104,7 +110,12 @@ pub fn validate(catalog: &Catalog) -> Vec<Finding> {
                 f.add(obj.clone(), "skips", format!("entry {:?} has an empty skips item", e.name), Some(o));
             }
             if !e.skip_range.is_empty() && !skip_range_ok(&e.skip_range) {
-                f.add(obj.clone(), "skip-range", format!("entry {:?}: skipRange {:?} does not parse", e.name, e.skip_range), Some(o));
+                f.add(
+                    obj.clone(),
+                    "skip-range",
+                    format!("entry {:?}: skipRange {:?} does not parse", e.name, e.skip_range),
+                    Some(o),
+                );
             }
         }
     }
@@ -124,7 +135,10 @@ pub fn validate(catalog: &Catalog) -> Vec<Finding> {
                     f.add(
                         obj.clone(),
                         "package-property",
-                        format!("olm.package property names {} but the bundle is in {:?}", p.value["packageName"], b.package),
+                        format!(
+                            "olm.package property names {} but the bundle is in {:?}",
+                            p.value["packageName"], b.package
+                        ),
                         Some(o),
                     );
                 }
@@ -133,28 +147,49 @@ pub fn validate(catalog: &Catalog) -> Vec<Finding> {
                     f.add(obj.clone(), "version", format!("version {version:?} is not strict semver"), Some(o));
                 }
             }
-            _ => f.add(obj.clone(), "package-property", format!("must have exactly one olm.package property, found {}", pkg_props.len()), Some(o)),
+            _ => f.add(
+                obj.clone(),
+                "package-property",
+                format!("must have exactly one olm.package property, found {}", pkg_props.len()),
+                Some(o),
+            ),
         }
         if b.image.is_empty() && !b.properties.iter().any(|p| p.type_ == "olm.bundle.object") {
-            f.add(obj.clone(), "image", "bundle image must be set (or its manifests inlined as olm.bundle.object properties)", Some(o));
+            f.add(
+                obj.clone(),
+                "image",
+                "bundle image must be set (or its manifests inlined as olm.bundle.object properties)",
+                Some(o),
+            );
         }
         if !pull_spec_ok(&b.image) {
             f.add(obj.clone(), "image", format!("image {:?} is not a valid pull spec", b.image), Some(o));
         }
         for r in b.related_images.iter().filter(|r| !pull_spec_ok(&r.image)) {
-            f.add(obj.clone(), "related-image", format!("related image {:?} is not a valid pull spec", r.image), Some(o));
+            f.add(
+                obj.clone(),
+                "related-image",
+                format!("related image {:?} is not a valid pull spec", r.image),
+                Some(o),
+            );
         }
         if bundles.insert((b.package.as_str(), b.name.as_str()), (version, o)).is_some() {
             f.add(obj.clone(), "bundle-unique", "duplicate bundle name in the package", Some(o));
         }
-        let in_channel = catalog.channels.iter().any(|(c, _)| c.package == b.package && c.entries.iter().any(|e| e.name == b.name));
+        let in_channel =
+            catalog.channels.iter().any(|(c, _)| c.package == b.package && c.entries.iter().any(|e| e.name == b.name));
         if !in_channel {
             f.add(obj, "bundle-in-channel", "not found in any channel entries", Some(o));
         }
     }
     for (c, o) in &catalog.channels {
         for e in c.entries.iter().filter(|e| !bundles.contains_key(&(c.package.as_str(), e.name.as_str()))) {
-            f.add(channel_obj(&c.package, &c.name), "entry-bundle", format!("no olm.bundle blobs found for entry {:?}", e.name), Some(o));
+            f.add(
+                channel_obj(&c.package, &c.name),
+                "entry-bundle",
+                format!("no olm.bundle blobs found for entry {:?}", e.name),
+                Some(o),
+            );
         }
     }
 
@@ -174,7 +209,12 @@ pub fn validate(catalog: &Catalog) -> Vec<Finding> {
             let schema = entry["reference"]["schema"].as_str().unwrap_or_default();
             let name = entry["reference"]["name"].as_str().unwrap_or_default();
             if entry["message"].as_str().unwrap_or_default().is_empty() {
-                f.add(obj.clone(), "deprecation-message", format!("reference {schema} {name:?} has an empty message"), Some(o));
+                f.add(
+                    obj.clone(),
+                    "deprecation-message",
+                    format!("reference {schema} {name:?} has an empty message"),
+                    Some(o),
+                );
             }
             if !refs.insert((schema, name)) {
                 f.add(obj.clone(), "deprecation-reference", format!("duplicate reference {schema} {name:?}"), Some(o));
@@ -186,7 +226,12 @@ pub fn validate(catalog: &Catalog) -> Vec<Finding> {
                 _ => false,
             };
             if !exists {
-                f.add(obj.clone(), "deprecation-reference", format!("reference {schema:?} {name:?} does not name an object of the package"), Some(o));
+                f.add(
+                    obj.clone(),
+                    "deprecation-reference",
+                    format!("reference {schema:?} {name:?} does not name an object of the package"),
+                    Some(o),
+                );
             }
         }
     }
@@ -194,14 +239,18 @@ pub fn validate(catalog: &Catalog) -> Vec<Finding> {
     // Model checks, per package.
     for (name, p) in &packages {
         let origin = catalog.packages.iter().find(|(q, _)| q.name == *name).map(|(_, o)| o);
-        let pkg_channels: Vec<&&super::fbc::Channel> = channels.iter().filter(|((pk, _), _)| pk == name).map(|(_, c)| c).collect();
+        let pkg_channels: Vec<&&super::fbc::Channel> =
+            channels.iter().filter(|((pk, _), _)| pk == name).map(|(_, c)| c).collect();
         if p.default_channel.is_empty() {
             f.add(package_obj(name), "default-channel", "default channel must be set", origin);
         } else if !channels.contains_key(&(*name, p.default_channel.as_str())) {
             f.add(
                 package_obj(name),
                 "default-channel",
-                format!("default channel {:?} does not exist (channel must contain at least one bundle)", p.default_channel),
+                format!(
+                    "default channel {:?} does not exist (channel must contain at least one bundle)",
+                    p.default_channel
+                ),
                 origin,
             );
         }
@@ -215,10 +264,19 @@ pub fn validate(catalog: &Catalog) -> Vec<Finding> {
             }
         }
         for (version, names) in versions.iter().filter(|(_, n)| n.len() > 1) {
-            f.add(package_obj(name), "unique-versions", format!("duplicate versions found in bundles: {version}: {}", names.join(", ")), origin);
+            f.add(
+                package_obj(name),
+                "unique-versions",
+                format!("duplicate versions found in bundles: {version}: {}", names.join(", ")),
+                origin,
+            );
         }
         for c in pkg_channels {
-            replaces_chain(c, &mut f, catalog.channels.iter().find(|(x, _)| x.package == c.package && x.name == c.name).map(|(_, o)| o));
+            replaces_chain(
+                c,
+                &mut f,
+                catalog.channels.iter().find(|(x, _)| x.package == c.package && x.name == c.name).map(|(_, o)| o),
+            );
         }
     }
     f.0
@@ -259,7 +317,12 @@ fn replaces_chain(c: &super::fbc::Channel, f: &mut Findings, origin: Option<&Ori
     let mut current = head;
     loop {
         if !chain.insert(current) {
-            f.add(obj.clone(), "no-cycle", format!("detected cycle in replaces chain of upgrade graph at {current:?}"), origin);
+            f.add(
+                obj.clone(),
+                "no-cycle",
+                format!("detected cycle in replaces chain of upgrade graph at {current:?}"),
+                origin,
+            );
             return;
         }
         let Some(entry) = by_name.get(current) else { break };
@@ -269,8 +332,14 @@ fn replaces_chain(c: &super::fbc::Channel, f: &mut Findings, origin: Option<&Ori
         }
         current = next;
     }
-    let stranded: Vec<&str> = c.entries.iter().map(|e| e.name.as_str()).filter(|n| !chain.contains(n) && !skipped.contains(n)).collect();
+    let stranded: Vec<&str> =
+        c.entries.iter().map(|e| e.name.as_str()).filter(|n| !chain.contains(n) && !skipped.contains(n)).collect();
     if !stranded.is_empty() {
-        f.add(obj, "no-stranded", format!("channel contains one or more stranded bundles: {}", stranded.join(", ")), origin);
+        f.add(
+            obj,
+            "no-stranded",
+            format!("channel contains one or more stranded bundles: {}", stranded.join(", ")),
+            origin,
+        );
     }
 }

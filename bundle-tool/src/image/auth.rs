@@ -49,12 +49,18 @@ pub fn auth_for(registry: &str, creds: &Credentials) -> Result<RegistryAuth, Aut
     }
     let Some(path) = docker_config_path(creds) else { return Ok(RegistryAuth::Anonymous) };
     let Ok(bytes) = std::fs::read(&path) else { return Ok(RegistryAuth::Anonymous) };
-    let config: Value = serde_json::from_slice(&bytes).map_err(|e| AuthError::Config { file: path.clone(), message: e.to_string() })?;
+    let config: Value =
+        serde_json::from_slice(&bytes).map_err(|e| AuthError::Config { file: path.clone(), message: e.to_string() })?;
 
-    if let Some(helper) = config["credHelpers"].as_object().and_then(|h| h.iter().find(|(k, _)| key_matches(k, registry))).and_then(|(_, v)| v.as_str()) {
+    if let Some(helper) = config["credHelpers"]
+        .as_object()
+        .and_then(|h| h.iter().find(|(k, _)| key_matches(k, registry)))
+        .and_then(|(_, v)| v.as_str())
+    {
         return helper_get(helper, registry);
     }
-    let inline = config["auths"].as_object().and_then(|a| a.iter().find(|(k, _)| key_matches(k, registry))).map(|(_, v)| v);
+    let inline =
+        config["auths"].as_object().and_then(|a| a.iter().find(|(k, _)| key_matches(k, registry))).map(|(_, v)| v);
     if let Some(entry) = inline {
         if let Some((u, p)) = entry["auth"]
             .as_str()
@@ -71,7 +77,9 @@ pub fn auth_for(registry: &str, creds: &Credentials) -> Result<RegistryAuth, Aut
     match config["credsStore"].as_str() {
         Some(store) if !store.is_empty() => match helper_get(store, registry) {
             // A store that has nothing for this registry means anonymous access.
-            Err(AuthError::Helper { message, .. }) if message.contains("credentials not found") => Ok(RegistryAuth::Anonymous),
+            Err(AuthError::Helper { message, .. }) if message.contains("credentials not found") => {
+                Ok(RegistryAuth::Anonymous)
+            }
             other => other,
         },
         _ => Ok(RegistryAuth::Anonymous),
@@ -98,7 +106,8 @@ fn helper_get(helper: &str, registry: &str) -> Result<RegistryAuth, AuthError> {
     }
     let out = child.wait_with_output().map_err(|e| fail(e.to_string()))?;
     if !out.status.success() {
-        let said = String::from_utf8_lossy(&out.stdout).trim().to_string() + String::from_utf8_lossy(&out.stderr).trim();
+        let said =
+            String::from_utf8_lossy(&out.stdout).trim().to_string() + String::from_utf8_lossy(&out.stderr).trim();
         return Err(fail(if said.is_empty() { format!("exited with {}", out.status) } else { said }));
     }
     let reply: Value = serde_json::from_slice(&out.stdout).map_err(|e| fail(format!("unreadable reply: {e}")))?;

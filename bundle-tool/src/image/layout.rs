@@ -13,7 +13,11 @@ use crate::error::ToolError;
 pub fn write(image: &Image, dir: &Path, tag: &str) -> Result<(), ToolError> {
     let parent = dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::create_dir_all(parent).map_err(|e| ToolError::io(parent, e))?;
-    let tmp = parent.join(format!(".{}.tmp-{}", dir.file_name().and_then(|n| n.to_str()).unwrap_or("layout"), std::process::id()));
+    let tmp = parent.join(format!(
+        ".{}.tmp-{}",
+        dir.file_name().and_then(|n| n.to_str()).unwrap_or("layout"),
+        std::process::id()
+    ));
     let _ = std::fs::remove_dir_all(&tmp);
     let blobs = tmp.join("blobs/sha256");
     std::fs::create_dir_all(&blobs).map_err(|e| ToolError::io(&blobs, e))?;

@@ -121,14 +121,17 @@ pub fn build_on(base: Option<&registry::PulledImage>, config: &ImageConfig, laye
     let built: Vec<(Vec<u8>, String)> = layers.iter().map(|files| layer(files)).collect();
     let mut image_config = match base {
         Some(b) => b.config.clone(),
-        None => json!({"architecture": "amd64", "os": "linux", "config": {}, "rootfs": {"type": "layers", "diff_ids": []}, "history": []}),
+        None => {
+            json!({"architecture": "amd64", "os": "linux", "config": {}, "rootfs": {"type": "layers", "diff_ids": []}, "history": []})
+        }
     };
     if !image_config["config"].is_object() {
         image_config["config"] = json!({});
     }
     let inner = &mut image_config["config"];
     if !config.labels.is_empty() {
-        let mut labels: BTreeMap<String, Value> = inner["Labels"].as_object().map(|m| m.clone().into_iter().collect()).unwrap_or_default();
+        let mut labels: BTreeMap<String, Value> =
+            inner["Labels"].as_object().map(|m| m.clone().into_iter().collect()).unwrap_or_default();
         labels.extend(config.labels.iter().map(|(k, v)| (k.clone(), json!(v))));
         inner["Labels"] = json!(labels);
     }
@@ -145,7 +148,10 @@ pub fn build_on(base: Option<&registry::PulledImage>, config: &ImageConfig, laye
         inner["User"] = json!(u);
     }
     if !config.env.is_empty() {
-        let mut env: Vec<String> = inner["Env"].as_array().map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect()).unwrap_or_default();
+        let mut env: Vec<String> = inner["Env"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect())
+            .unwrap_or_default();
         for var in &config.env {
             let key = var.split('=').next().unwrap_or(var);
             env.retain(|e| e.split('=').next() != Some(key));
@@ -182,13 +188,14 @@ pub fn bundle_image(bundle_dir: &std::path::Path) -> Result<Image, crate::error:
         .filter(|(p, _)| p.starts_with("manifests/") || p.starts_with("metadata/"))
         .map(|(p, content)| File { path: p.clone(), mode: 0o644, data: content.as_bytes().to_vec() })
         .collect();
-    let labels = crate::bundle::annotations::parse(tree.get("metadata/annotations.yaml").map(String::as_str).unwrap_or_default()).map_err(|e| {
-        crate::error::ToolError::Field {
-            file: bundle_dir.join("metadata/annotations.yaml"),
-            field: "annotations".into(),
-            message: e.to_string(),
-            fix: "run `bundle-tool bundle validate`".into(),
-        }
+    let labels = crate::bundle::annotations::parse(
+        tree.get("metadata/annotations.yaml").map(String::as_str).unwrap_or_default(),
+    )
+    .map_err(|e| crate::error::ToolError::Field {
+        file: bundle_dir.join("metadata/annotations.yaml"),
+        field: "annotations".into(),
+        message: e.to_string(),
+        fix: "run `bundle-tool bundle validate`".into(),
     })?;
     Ok(build(&ImageConfig { labels, ..Default::default() }, &[files]))
 }

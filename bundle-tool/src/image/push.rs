@@ -33,12 +33,20 @@ pub async fn push(image: &Image, reference: &str, opts: &PushOptions) -> Result<
     let conn = connect(reference, &opts.access)?;
     match conn.current_digest().await? {
         Some(existing) if existing == image.manifest.digest => return Ok(Pushed::AlreadyThere(existing)),
-        Some(existing) if !opts.force => return Err(PushError::TagExists { reference: reference.into(), existing, new: image.manifest.digest.clone() }),
+        Some(existing) if !opts.force => {
+            return Err(PushError::TagExists {
+                reference: reference.into(),
+                existing,
+                new: image.manifest.digest.clone(),
+            })
+        }
         _ => {}
     }
     for blob in image.layers.iter().chain([&image.config]) {
         eprintln!("  blob {} ({} bytes, {})", blob.digest, blob.data.len(), blob.media_type);
-        with_retries(|| conn.client.push_blob(&conn.reference, blob.data.clone(), &blob.digest)).await.map_err(|e| conn.error("pushing a blob", e))?;
+        with_retries(|| conn.client.push_blob(&conn.reference, blob.data.clone(), &blob.digest))
+            .await
+            .map_err(|e| conn.error("pushing a blob", e))?;
     }
     let content_type: http::HeaderValue = super::MANIFEST_MEDIA_TYPE.parse().expect("valid header value");
     eprintln!("  manifest {} -> {reference}", image.manifest.digest);

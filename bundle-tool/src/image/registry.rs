@@ -56,7 +56,10 @@ pub fn has_tag_or_digest(reference: &str) -> bool {
 }
 
 pub fn parse_reference(reference: &str) -> Result<Reference, RegistryError> {
-    reference.parse().map_err(|e: oci_client::ParseError| RegistryError::Reference { reference: reference.into(), message: e.to_string() })
+    reference.parse().map_err(|e: oci_client::ParseError| RegistryError::Reference {
+        reference: reference.into(),
+        message: e.to_string(),
+    })
 }
 
 pub fn connect(reference: &str, access: &Access) -> Result<Connection, RegistryError> {
@@ -79,7 +82,11 @@ impl Pool {
         let (client, auth) = match clients.get(&registry) {
             Some(found) => found.clone(),
             None => {
-                let protocol = if access.insecure || is_loopback(&registry) { ClientProtocol::Http } else { ClientProtocol::Https };
+                let protocol = if access.insecure || is_loopback(&registry) {
+                    ClientProtocol::Http
+                } else {
+                    ClientProtocol::Https
+                };
                 let client = Client::new(ClientConfig {
                     protocol,
                     // Every image this tool builds is linux/amd64; pick that from a multi-arch base.
@@ -114,15 +121,22 @@ impl Connection {
     /// Pulls the linux/amd64 image: manifest, config and every layer, each checked
     /// against its digest by oci-client.
     pub async fn pull(&self) -> Result<PulledImage, RegistryError> {
-        let (manifest, digest) =
-            with_retries(|| self.client.pull_image_manifest(&self.reference, &self.auth)).await.map_err(|e| self.error("pulling the manifest", e))?;
+        let (manifest, digest) = with_retries(|| self.client.pull_image_manifest(&self.reference, &self.auth))
+            .await
+            .map_err(|e| self.error("pulling the manifest", e))?;
         let config_bytes = self.blob(&manifest.config).await?;
-        let config: Value = serde_json::from_slice(&config_bytes)
-            .map_err(|e| RegistryError::Content { reference: self.name.clone(), message: format!("image config is not JSON: {e}") })?;
+        let config: Value = serde_json::from_slice(&config_bytes).map_err(|e| RegistryError::Content {
+            reference: self.name.clone(),
+            message: format!("image config is not JSON: {e}"),
+        })?;
         let mut layers = Vec::with_capacity(manifest.layers.len());
         for layer in &manifest.layers {
             let data = self.blob(layer).await?;
-            layers.push(Blob { media_type: oci_layer_media_type(&layer.media_type), digest: layer.digest.clone(), data });
+            layers.push(Blob {
+                media_type: oci_layer_media_type(&layer.media_type),
+                digest: layer.digest.clone(),
+                data,
+            });
         }
         Ok(PulledImage { digest, config, layers })
     }
@@ -161,9 +175,9 @@ pub fn absent(e: &OciDistributionError) -> bool {
     match e {
         OciDistributionError::ImageManifestNotFoundError(_) => true,
         OciDistributionError::ServerError { code, .. } => *code == 404,
-        OciDistributionError::RegistryError { envelope, .. } => {
-            envelope.errors.iter().any(|e| matches!(e.code, OciErrorCode::ManifestUnknown | OciErrorCode::NameUnknown | OciErrorCode::NotFound))
-        }
+        OciDistributionError::RegistryError { envelope, .. } => envelope.errors.iter().any(|e| {
+            matches!(e.code, OciErrorCode::ManifestUnknown | OciErrorCode::NameUnknown | OciErrorCode::NotFound)
+        }),
         _ => false,
     }
 }

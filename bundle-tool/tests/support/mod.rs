@@ -17,7 +17,12 @@ pub fn tool() -> Command {
 
 pub fn run(cmd: &mut Command) -> Output {
     let out = cmd.output().expect("spawn");
-    assert!(out.status.success(), "{cmd:?} failed:\n{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     out
 }
 
@@ -90,7 +95,9 @@ impl Drop for Registry {
 /// layer, in order, into `work/root`; returns that root.
 pub fn unpack_with_skopeo(work: &Path, reference: &str) -> PathBuf {
     let copy = work.join("copy");
-    run(Command::new("skopeo").args(["copy", "--src-tls-verify=false", &format!("docker://{reference}")]).arg(format!("oci:{}:x", copy.display())));
+    run(Command::new("skopeo")
+        .args(["copy", "--src-tls-verify=false", &format!("docker://{reference}")])
+        .arg(format!("oci:{}:x", copy.display())));
     let raw = skopeo(&["inspect", "--raw", "--tls-verify=false", &format!("docker://{reference}")]);
     let root = work.join("root");
     std::fs::create_dir_all(&root).unwrap();
@@ -104,7 +111,9 @@ pub fn unpack_with_skopeo(work: &Path, reference: &str) -> PathBuf {
 /// A generated, valid bundle directory `dir/<version>`.
 pub fn bundle(dir: &Path, version: &str) -> PathBuf {
     let meta = concat!(env!("CARGO_MANIFEST_DIR"), "/../config/manifests/metadata.yaml");
-    run(tool().args(["bundle", "generate", "--version", version, "--metadata", meta, "--image", "127.0.0.1/op", "--output"]).arg(dir));
+    run(tool()
+        .args(["bundle", "generate", "--version", version, "--metadata", meta, "--image", "127.0.0.1/op", "--output"])
+        .arg(dir));
     dir.join(version)
 }
 
@@ -142,5 +151,8 @@ pub fn push_hand_made_base(work: &Path, reference: &str) {
     std::fs::write(layout.join("oci-layout"), r#"{"imageLayoutVersion":"1.0.0"}"#).unwrap();
     let index = serde_json::json!({"schemaVersion": 2, "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": format!("sha256:{}", hex(&manifest)), "size": manifest.len(), "annotations": {"org.opencontainers.image.ref.name": "base"}}]});
     std::fs::write(layout.join("index.json"), serde_json::to_vec(&index).unwrap()).unwrap();
-    run(Command::new("skopeo").args(["copy", "--dest-tls-verify=false"]).arg(format!("oci:{}:base", layout.display())).arg(format!("docker://{reference}")));
+    run(Command::new("skopeo")
+        .args(["copy", "--dest-tls-verify=false"])
+        .arg(format!("oci:{}:base", layout.display()))
+        .arg(format!("docker://{reference}")));
 }

@@ -18,7 +18,9 @@ pub fn go_tool(name: &str, module: &str) -> PathBuf {
     if built.is_file() {
         return built;
     }
-    if let Some(found) = std::env::var_os("PATH").and_then(|paths| std::env::split_paths(&paths).map(|d| d.join(name)).find(|p| p.is_file())) {
+    if let Some(found) = std::env::var_os("PATH")
+        .and_then(|paths| std::env::split_paths(&paths).map(|d| d.join(name)).find(|p| p.is_file()))
+    {
         return found;
     }
     panic!("{name} is not built: run `scripts/build-go-tools.sh {module}` (make test does) — looked in target/tools/bin and PATH");
@@ -44,7 +46,11 @@ impl Home {
     fn create(dir: PathBuf, remove_on_drop: bool) -> Home {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join(".config/containers")).unwrap();
-        std::fs::write(dir.join(".config/containers/policy.json"), r#"{"default":[{"type":"insecureAcceptAnything"}]}"#).unwrap();
+        std::fs::write(
+            dir.join(".config/containers/policy.json"),
+            r#"{"default":[{"type":"insecureAcceptAnything"}]}"#,
+        )
+        .unwrap();
         Home(dir, remove_on_drop)
     }
 
@@ -156,12 +162,22 @@ pub fn generate_options(version: &str, mode: CrdMode, claim_unlabeled: bool) -> 
 }
 
 pub fn metadata() -> bundle_tool::metadata::OperatorMetadata {
-    bundle_tool::metadata::load(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../config/manifests/metadata.yaml"))).unwrap()
+    bundle_tool::metadata::load(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../config/manifests/metadata.yaml")))
+        .unwrap()
 }
 
 /// A generated bundle directory `dir/NAME`, with `edit` applied to its CSV (as YAML).
-pub fn bundle_dir(dir: &Path, name: &str, version: &str, mode: CrdMode, claim_unlabeled: bool, edit: impl FnOnce(&mut serde_json::Value)) -> PathBuf {
-    let mut files = bundle_files(&generate_options(version, mode, claim_unlabeled), &metadata(), &bundle_tool::crds::crd()).unwrap();
+pub fn bundle_dir(
+    dir: &Path,
+    name: &str,
+    version: &str,
+    mode: CrdMode,
+    claim_unlabeled: bool,
+    edit: impl FnOnce(&mut serde_json::Value),
+) -> PathBuf {
+    let mut files =
+        bundle_files(&generate_options(version, mode, claim_unlabeled), &metadata(), &bundle_tool::crds::crd())
+            .unwrap();
     let csv_file = format!("manifests/{}", bundle_tool::bundle::CSV_FILE);
     let mut csv: serde_json::Value = serde_yaml::from_str(&files[&csv_file]).unwrap();
     edit(&mut csv);
@@ -175,7 +191,8 @@ pub fn bundle_dir(dir: &Path, name: &str, version: &str, mode: CrdMode, claim_un
 /// pusher, the same code as `bundle build --push`).
 pub fn push_dir(rt: &tokio::runtime::Runtime, dir: &Path, reference: &str) {
     let image = bundle_tool::image::bundle_image(dir).unwrap();
-    rt.block_on(bundle_tool::image::push::push(&image, reference, &Default::default())).unwrap_or_else(|e| panic!("push {reference}: {e}"));
+    rt.block_on(bundle_tool::image::push::push(&image, reference, &Default::default()))
+        .unwrap_or_else(|e| panic!("push {reference}: {e}"));
 }
 
 pub fn runtime() -> tokio::runtime::Runtime {
@@ -260,5 +277,11 @@ pub fn first_difference(a: &str, b: &str) -> String {
             return format!("line {}:\n  opm:         {}\n  bundle-tool: {}", i + 1, cut(x), cut(y));
         }
     }
-    format!("one output is a prefix of the other ({} vs {} lines, {} vs {} bytes)", a.lines().count(), b.lines().count(), a.len(), b.len())
+    format!(
+        "one output is a prefix of the other ({} vs {} lines, {} vs {} bytes)",
+        a.lines().count(),
+        b.lines().count(),
+        a.len(),
+        b.len()
+    )
 }

@@ -14,7 +14,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Affinity, ContainerPort, EnvVar, LocalObjectReference, PodSecurityContext, Probe, ResourceRequirements, SecurityContext, Toleration, Volume, VolumeMount,
+    Affinity, ContainerPort, EnvVar, LocalObjectReference, PodSecurityContext, Probe, ResourceRequirements,
+    SecurityContext, Toleration, Volume, VolumeMount,
 };
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;

@@ -143,7 +143,12 @@ mod tests {
 
     #[test]
     fn output_is_readable_block_yaml() {
-        let text = to_yaml(&json!({"model-orchestra": {"readers_config": {"chat": {"model_name": "m", "max_batch_size": 8}}}}));
-        assert_eq!(text, "model-orchestra:\n  readers_config:\n    chat:\n      max_batch_size: 8\n      model_name: \"m\"\n");
+        let text = to_yaml(
+            &json!({"model-orchestra": {"readers_config": {"chat": {"model_name": "m", "max_batch_size": 8}}}}),
+        );
+        assert_eq!(
+            text,
+            "model-orchestra:\n  readers_config:\n    chat:\n      max_batch_size: 8\n      model_name: \"m\"\n"
+        );
     }
 }

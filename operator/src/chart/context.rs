@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Affinity, ContainerPort, EnvVar, LocalObjectReference, PodSecurityContext, Probe, ResourceRequirements, SecurityContext, ServicePort, Toleration, Volume,
-    VolumeMount,
+    Affinity, ContainerPort, EnvVar, LocalObjectReference, PodSecurityContext, Probe, ResourceRequirements,
+    SecurityContext, ServicePort, Toleration, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde::Serialize;
@@ -278,13 +278,21 @@ impl Serialize for Components<'_, '_> {
 
 impl<'a> Release<'a> {
     /// Checks the release's names and builds the gateway's context.
-    pub fn new(chart: &'a Chart, release: &'a str, namespace: &'a str, values: &'a Resolved) -> Result<Release<'a>, RenderError> {
+    pub fn new(
+        chart: &'a Chart,
+        release: &'a str,
+        namespace: &'a str,
+        values: &'a Resolved,
+    ) -> Result<Release<'a>, RenderError> {
         check_release(release, namespace)?;
         let meta = &chart.metadata;
         let fullname = names::fullname(release, &meta.name, &values.name_override, &values.fullname_override);
-        let chart_name = if values.name_override.is_empty() { meta.name.as_str() } else { values.name_override.as_str() };
+        let chart_name =
+            if values.name_override.is_empty() { meta.name.as_str() } else { values.name_override.as_str() };
         if !is_label_value(chart_name) {
-            return Err(InputError::new("spec.nameOverride", "must be a valid label value (≤63 of A-Z a-z 0-9 - _ .)").into());
+            return Err(
+                InputError::new("spec.nameOverride", "must be a valid label value (≤63 of A-Z a-z 0-9 - _ .)").into()
+            );
         }
         let common = BTreeMap::from([
             ("app.kubernetes.io/name".to_string(), chart_name.to_string()),
@@ -301,11 +309,18 @@ impl<'a> Release<'a> {
             (false, _) => "default".to_string(),
         };
         if !is_dns_subdomain(&sa_name) {
-            return Err(InputError::new("spec.serviceAccount.name", format!("`{sa_name}` is not a valid ServiceAccount name (DNS subdomain)")).into());
+            return Err(InputError::new(
+                "spec.serviceAccount.name",
+                format!("`{sa_name}` is not a valid ServiceAccount name (DNS subdomain)"),
+            )
+            .into());
         }
 
         let gateway_name = format!("{fullname}-gateway");
-        check_generated(&gateway_name, if values.fullname_override.is_empty() { "metadata.name" } else { "spec.fullnameOverride" })?;
+        check_generated(
+            &gateway_name,
+            if values.fullname_override.is_empty() { "metadata.name" } else { "spec.fullnameOverride" },
+        )?;
         let gateway = gateway_component(chart.contract, &values.gateway, &gateway_name, &common, &meta.app_version)?;
         Ok(Release { release, namespace, chart, fullname, common, sa_name, values, gateway })
     }
@@ -346,7 +361,13 @@ impl<'a> Release<'a> {
                 namespace: self.namespace,
                 internal_port: self.values.gateway.internal_port,
             };
-            contexts.push(application_component(&ctx, app, &self.values.template_env, &self.common, &self.chart.metadata.app_version)?);
+            contexts.push(application_component(
+                &ctx,
+                app,
+                &self.values.template_env,
+                &self.common,
+                &self.chart.metadata.app_version,
+            )?);
         }
         Ok(Applications { contexts })
     }
@@ -358,14 +379,26 @@ impl<'a> Release<'a> {
         let sa = &values.service_account;
         let root = Root {
             release: ReleaseInfo { name: self.release, namespace: self.namespace, service: MANAGED_BY },
-            chart: ChartInfo { name: &self.chart.metadata.name, version: &self.chart.metadata.version, app_version: &self.chart.metadata.app_version },
+            chart: ChartInfo {
+                name: &self.chart.metadata.name,
+                version: &self.chart.metadata.version,
+                app_version: &self.chart.metadata.app_version,
+            },
             fullname: &self.fullname,
             labels: &self.common,
             image_pull_secrets: &values.image_pull_secrets,
-            service_account: ServiceAccountContext { create: sa.create, automount: sa.automount, name: &self.sa_name, annotations: &sa.annotations },
+            service_account: ServiceAccountContext {
+                create: sa.create,
+                automount: sa.automount,
+                name: &self.sa_name,
+                annotations: &sa.annotations,
+            },
             service_monitor: values.gateway.export_prometheus_metrics,
             gateway: &self.gateway,
-            components: Components { gateway: with_gateway.then_some(&self.gateway), applications: &applications.contexts },
+            components: Components {
+                gateway: with_gateway.then_some(&self.gateway),
+                applications: &applications.contexts,
+            },
         };
         serde_json::to_value(&root).map_err(|e| RenderError::chart("values", e))
     }
@@ -395,10 +428,11 @@ struct PodMetadata {
 fn pod_metadata(common: &BTreeMap<String, String>, component: &str, pod: &PodValues, config_yaml: &str) -> PodMetadata {
     let mut labels = common.clone();
     labels.insert("app.kubernetes.io/component".into(), component.to_string());
-    let selector: BTreeMap<String, String> = ["app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/component"]
-        .into_iter()
-        .map(|k| (k.to_string(), labels[k].clone()))
-        .collect();
+    let selector: BTreeMap<String, String> =
+        ["app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/component"]
+            .into_iter()
+            .map(|k| (k.to_string(), labels[k].clone()))
+            .collect();
     // The user's pod labels cannot override the selector, or the Deployment would not
     // select its own pods.
     let mut pod_labels = labels.clone();
@@ -444,7 +478,10 @@ const MAX_CONFIG_MAP_BYTES: usize = 1024 * 1024;
 /// A config.yaml that fits its ConfigMap, or an error on the values that made it.
 fn fits(config: String, field: &str) -> Result<String, InputError> {
     if config.len() > MAX_CONFIG_MAP_BYTES {
-        return Err(InputError::new(field, format!("config.yaml would be {} bytes; a ConfigMap holds at most {MAX_CONFIG_MAP_BYTES}", config.len())));
+        return Err(InputError::new(
+            field,
+            format!("config.yaml would be {} bytes; a ConfigMap holds at most {MAX_CONFIG_MAP_BYTES}", config.len()),
+        ));
     }
     Ok(config)
 }
@@ -461,17 +498,27 @@ fn config_yaml(contract: Contract, server_config: Map<String, Value>, readers: M
 /// Ingress rules with what a valid `networking.k8s.io/v1` Ingress needs (the contract's
 /// rules): a path (`/`) and a pathType (`ImplementationSpecific`) for every host, backed by
 /// the component's first Service port.
-fn ingress(settings: &IngressSettings, name: &str, service_ports: &[ServicePort], field: &str) -> Result<Option<IngressRules>, InputError> {
+fn ingress(
+    settings: &IngressSettings,
+    name: &str,
+    service_ports: &[ServicePort],
+    field: &str,
+) -> Result<Option<IngressRules>, InputError> {
     if !settings.enabled {
         return Ok(None);
     }
     let Some(first) = service_ports.first() else {
-        return Err(InputError::new(format!("{field}.service.ports"), "an enabled ingress needs at least one service port to route to"));
+        return Err(InputError::new(
+            format!("{field}.service.ports"),
+            "an enabled ingress needs at least one service port to route to",
+        ));
     };
     if settings.hosts.is_empty() {
         return Err(InputError::new(format!("{field}.ingress.hosts"), "an enabled ingress needs at least one host"));
     }
-    let backend = IngressBackend { service: IngressServiceBackend { name: name.to_string(), port: IngressPort { number: first.port } } };
+    let backend = IngressBackend {
+        service: IngressServiceBackend { name: name.to_string(), port: IngressPort { number: first.port } },
+    };
     let rules = settings
         .hosts
         .iter()
@@ -502,7 +549,11 @@ fn path_type_name(t: crate::api::PathType) -> String {
     .into()
 }
 
-fn pod_context<'a>(pod: &'a PodValues, resources: ResourceRequirements, tolerations: Vec<Toleration>) -> PodContext<'a> {
+fn pod_context<'a>(
+    pod: &'a PodValues,
+    resources: ResourceRequirements,
+    tolerations: Vec<Toleration>,
+) -> PodContext<'a> {
     PodContext {
         image: ImagePolicy { pull_policy: pod.image.pull_policy },
         pod_security_context: &pod.pod_security_context,
@@ -517,7 +568,11 @@ fn pod_context<'a>(pod: &'a PodValues, resources: ResourceRequirements, tolerati
         tolerations,
         affinity: &pod.affinity,
         service: ServiceContext { type_: pod.service.type_, ports: &pod.service.ports },
-        ingress: IngressContext { class_name: &pod.ingress.class_name, annotations: &pod.ingress.annotations, tls: &pod.ingress.tls },
+        ingress: IngressContext {
+            class_name: &pod.ingress.class_name,
+            annotations: &pod.ingress.annotations,
+            tls: &pod.ingress.tls,
+        },
     }
 }
 
@@ -589,10 +644,15 @@ fn gpu_rules(app: &ApplicationValues) -> (ResourceRequirements, Vec<Toleration>)
     if app.device != Device::Cuda {
         return (resources, tolerations);
     }
-    let user_set = [&resources.limits, &resources.requests].iter().any(|m| m.as_ref().is_some_and(|m| m.contains_key(GPU_RESOURCE)));
+    let user_set = [&resources.limits, &resources.requests]
+        .iter()
+        .any(|m| m.as_ref().is_some_and(|m| m.contains_key(GPU_RESOURCE)));
     if !user_set {
         let count = app.reader.tensor_parallel.unwrap_or(1);
-        resources.limits.get_or_insert_with(Default::default).insert(GPU_RESOURCE.to_string(), Quantity(count.to_string()));
+        resources
+            .limits
+            .get_or_insert_with(Default::default)
+            .insert(GPU_RESOURCE.to_string(), Quantity(count.to_string()));
     }
     if tolerations.is_empty() {
         tolerations = vec![Toleration {
@@ -616,14 +676,22 @@ fn application_component<'a>(
     check_generated(&name, ctx.field)?;
     let component = format!("application-{}", app.key);
     if component.len() > MAX_LABEL {
-        return Err(InputError::new(ctx.field, format!("the component label `{component}` would exceed 63 characters: use an application name of at most 51")));
+        return Err(InputError::new(
+            ctx.field,
+            format!(
+                "the component label `{component}` would exceed 63 characters: use an application name of at most 51"
+            ),
+        ));
     }
 
     let mut reader = snake_keys(&app.reader);
     reader.insert("internal_gateway_ip".into(), Value::String(ctx.gateway_name.to_string()));
     let mut server = Map::new();
     server.insert("internal_port".into(), Value::from(ctx.internal_port));
-    let config = fits(config_yaml(ctx.contract, server, Map::from_iter([(app.key.clone(), Value::Object(reader))])), &format!("{}.readerConfig", ctx.field))?;
+    let config = fits(
+        config_yaml(ctx.contract, server, Map::from_iter([(app.key.clone(), Value::Object(reader))])),
+        &format!("{}.readerConfig", ctx.field),
+    )?;
 
     let pod = &app.pod;
     let mut m = pod_metadata(common, &component, pod, &config);
@@ -635,8 +703,15 @@ fn application_component<'a>(
     let models_volume = match &model_cache {
         Some(cache) => {
             m.pod_annotations.insert(MODEL_REVISION_LABEL.into(), cache.job.labels[MODEL_REVISION_LABEL].clone());
-            let claim = k8s_openapi::api::core::v1::PersistentVolumeClaimVolumeSource { claim_name: cache.claim.name.clone(), read_only: None };
-            Some(std::borrow::Cow::Owned(Volume { name: "models".into(), persistent_volume_claim: Some(claim), ..Default::default() }))
+            let claim = k8s_openapi::api::core::v1::PersistentVolumeClaimVolumeSource {
+                claim_name: cache.claim.name.clone(),
+                read_only: None,
+            };
+            Some(std::borrow::Cow::Owned(Volume {
+                name: "models".into(),
+                persistent_volume_claim: Some(claim),
+                ..Default::default()
+            }))
         }
         None => app.models_volume.as_ref().map(std::borrow::Cow::Borrowed),
     };
@@ -644,7 +719,10 @@ fn application_component<'a>(
     let scaler = if app.scaling.enabled {
         let target = app.scaling.metric_target.to_string();
         let mut metadata = BTreeMap::new();
-        metadata.insert("scalerAddress".to_string(), format!("{}.{}.svc.cluster.local:{}", ctx.gateway_name, ctx.namespace, ctx.internal_port));
+        metadata.insert(
+            "scalerAddress".to_string(),
+            format!("{}.{}.svc.cluster.local:{}", ctx.gateway_name, ctx.namespace, ctx.internal_port),
+        );
         metadata.insert(format!("target_{}", app.consumer_group), target.clone());
         if ctx.contract.trigger_targets_application() {
             metadata.insert(format!("target_{}", app.key), target);
@@ -692,11 +770,15 @@ fn model_cache<'a>(
     let field = format!("{}.modelCache", ctx.field);
     let model = app.reader.model_name.clone().unwrap_or_default();
     if model.is_empty() {
-        return Err(InputError::new(format!("{}.readerConfig.modelName", ctx.field), "a model cache downloads readerConfig.modelName: set it"));
+        return Err(InputError::new(
+            format!("{}.readerConfig.modelName", ctx.field),
+            "a model cache downloads readerConfig.modelName: set it",
+        ));
     }
     let mut env = vec![env_var(("MODEL_NAME", &model)), env_var(("MODELS_DIR", MODELS_DIR))];
     if let Some(secret) = &cache.token_secret {
-        let from = k8s_openapi::api::core::v1::EnvVarSource { secret_key_ref: Some(secret.clone()), ..Default::default() };
+        let from =
+            k8s_openapi::api::core::v1::EnvVarSource { secret_key_ref: Some(secret.clone()), ..Default::default() };
         env.push(EnvVar { name: "HF_TOKEN".into(), value_from: Some(from), ..Default::default() });
     }
     // The downloader's own env wins over the three above.
@@ -743,8 +825,12 @@ mod tests {
         let own = [env("A", "own"), env("TAKEOFF_HEADLESS", "false")];
         let template = [env("A", "template"), env("B", "template")];
         let got: Vec<(String, String)> =
-            application_env(&own, &template, Contract::V1alpha1.required_application_env()).into_iter().map(|e| (e.name, e.value.unwrap())).collect();
-        let want = [("A", "own"), ("TAKEOFF_HEADLESS", "false"), ("B", "template"), ("TAKEOFF_ADD_READER_ID_SUFFIX", "true")];
+            application_env(&own, &template, Contract::V1alpha1.required_application_env())
+                .into_iter()
+                .map(|e| (e.name, e.value.unwrap()))
+                .collect();
+        let want =
+            [("A", "own"), ("TAKEOFF_HEADLESS", "false"), ("B", "template"), ("TAKEOFF_ADD_READER_ID_SUFFIX", "true")];
         assert_eq!(got, want.map(|(a, b)| (a.to_string(), b.to_string())));
     }
 
@@ -755,7 +841,11 @@ mod tests {
 
     #[test]
     fn empty_tag_defaults_to_app_version_and_suffix() {
-        let settings = |tag: &str| ImageSettings { repository: "tytn/takeoff-pro".into(), pull_policy: PullPolicy::IfNotPresent, tag: tag.into() };
+        let settings = |tag: &str| ImageSettings {
+            repository: "tytn/takeoff-pro".into(),
+            pull_policy: PullPolicy::IfNotPresent,
+            tag: tag.into(),
+        };
         assert_eq!(image(&settings(""), "1.2.3", "gpu"), "tytn/takeoff-pro:1.2.3-gpu");
         assert_eq!(image(&settings("sha256:abc"), "1", "cpu"), "tytn/takeoff-pro@sha256:abc");
     }

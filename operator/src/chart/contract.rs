@@ -43,7 +43,8 @@ impl Contract {
 
     /// Env every reader gets unless it names the variable itself, in this order.
     pub fn required_application_env(self) -> Vec<EnvVar> {
-        let value = |name: &str, value: &str| EnvVar { name: name.into(), value: Some(value.into()), ..Default::default() };
+        let value =
+            |name: &str, value: &str| EnvVar { name: name.into(), value: Some(value.into()), ..Default::default() };
         let mut env = vec![value("TAKEOFF_ADD_READER_ID_SUFFIX", "true"), value("TAKEOFF_HEADLESS", "true")];
         if self == Contract::V1alpha2 {
             env.push(EnvVar {

@@ -9,8 +9,8 @@ use k8s_openapi::api::core::v1::{Affinity, PodSecurityContext, Probe, ResourceRe
 use serde_json::Value;
 
 use crate::api::{
-    Application, Gateway, GatewayConfig, Image, IngressValues, MetricTarget, ModelOrchestraSpec, ReaderConfig, Scaling, ScalingSpec, ServiceAccountValues,
-    ServiceValues,
+    Application, Gateway, GatewayConfig, Image, IngressValues, MetricTarget, ModelOrchestraSpec, ReaderConfig, Scaling,
+    ScalingSpec, ServiceAccountValues, ServiceValues,
 };
 use crate::kinds::keda::{Advanced, Fallback, HpaConfig, ScalingModifiers};
 
@@ -117,7 +117,12 @@ macro_rules! kubernetes {
     };
 }
 
-kubernetes!(PodSecurityContext, SecurityContext, Affinity, k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscalerBehavior);
+kubernetes!(
+    PodSecurityContext,
+    SecurityContext,
+    Affinity,
+    k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscalerBehavior
+);
 
 /// A probe merges field by field, except its handler: a probe that names a handler
 /// (`exec`, `httpGet`, `tcpSocket`, `grpc`) replaces the base's. Helm's merge would keep
@@ -125,7 +130,11 @@ kubernetes!(PodSecurityContext, SecurityContext, Affinity, k8s_openapi::api::aut
 /// 1 handler type"), so no working values depended on that.
 impl Merge for Probe {
     fn merge_from(&mut self, overlay: Self) {
-        if overlay.exec.is_some() || overlay.http_get.is_some() || overlay.tcp_socket.is_some() || overlay.grpc.is_some() {
+        if overlay.exec.is_some()
+            || overlay.http_get.is_some()
+            || overlay.tcp_socket.is_some()
+            || overlay.grpc.is_some()
+        {
             self.exec = None;
             self.http_get = None;
             self.tcp_socket = None;
@@ -142,7 +151,10 @@ impl Merge for ResourceRequirements {
         if overlay.claims.is_some() {
             self.claims = overlay.claims;
         }
-        let quantities = |base: &mut Option<BTreeMap<String, _>>, overlay: Option<BTreeMap<String, _>>| match (base.as_mut(), overlay) {
+        let quantities = |base: &mut Option<BTreeMap<String, _>>, overlay: Option<BTreeMap<String, _>>| match (
+            base.as_mut(),
+            overlay,
+        ) {
             (_, None) => {}
             (Some(b), Some(o)) => b.extend(o),
             (None, o) => *base = o,
@@ -219,12 +231,16 @@ mod tests {
 
     #[test]
     fn an_absent_or_null_overlay_keeps_the_base() {
-        agrees(json!({"replicaCount": 2, "readerConfig": {"modelName": "m", "custom": {"x": 1}}}), json!({"readerConfig": {"custom": null, "other": null}}));
+        agrees(
+            json!({"replicaCount": 2, "readerConfig": {"modelName": "m", "custom": {"x": 1}}}),
+            json!({"readerConfig": {"custom": null, "other": null}}),
+        );
     }
 
     #[test]
     fn a_probe_with_another_handler_replaces_the_handler_and_keeps_the_timings() {
-        let mut base: Probe = serde_json::from_value(json!({"httpGet": {"path": "/h", "port": 1}, "periodSeconds": 5})).unwrap();
+        let mut base: Probe =
+            serde_json::from_value(json!({"httpGet": {"path": "/h", "port": 1}, "periodSeconds": 5})).unwrap();
         Merge::merge_from(&mut base, serde_json::from_value(json!({"tcpSocket": {"port": 2}})).unwrap());
         assert_eq!(serde_json::to_value(&base).unwrap(), json!({"tcpSocket": {"port": 2}, "periodSeconds": 5}));
     }

@@ -105,10 +105,12 @@ impl Chart {
             let text = f.contents_utf8().ok_or_else(|| RenderError::chart(&name, "not UTF-8"))?;
             templates.push((name, text.to_string()));
         }
-        let metadata: ChartMetadata = serde_json::from_str(embedded.chart_json).map_err(|e| RenderError::chart("Chart.yaml", e))?;
+        let metadata: ChartMetadata =
+            serde_json::from_str(embedded.chart_json).map_err(|e| RenderError::chart("Chart.yaml", e))?;
         let contract = contract_of(&metadata)?;
         let checked = cfg!(debug_assertions);
-        let values: Value = serde_json::from_str(embedded.values_json).map_err(|e| RenderError::chart("values.yaml", e))?;
+        let values: Value =
+            serde_json::from_str(embedded.values_json).map_err(|e| RenderError::chart("values.yaml", e))?;
         let (defaults, models) = defaults(contract, &values, checked)?;
         Chart::from_parts(metadata, contract, defaults, models, templates, checked)
     }
@@ -124,10 +126,13 @@ impl Chart {
             let name = entry.file_name().to_string_lossy().into_owned();
             templates.push((name, read(&entry.path())?));
         }
-        let metadata: Value = serde_yaml::from_str(&read(&dir.join("Chart.yaml"))?).map_err(|e| RenderError::chart("Chart.yaml", e))?;
-        let metadata: ChartMetadata = serde_json::from_value(metadata).map_err(|e| RenderError::chart("Chart.yaml", e))?;
+        let metadata: Value =
+            serde_yaml::from_str(&read(&dir.join("Chart.yaml"))?).map_err(|e| RenderError::chart("Chart.yaml", e))?;
+        let metadata: ChartMetadata =
+            serde_json::from_value(metadata).map_err(|e| RenderError::chart("Chart.yaml", e))?;
         let contract = contract_of(&metadata)?;
-        let values: Value = serde_yaml::from_str(&read(&dir.join("values.yaml"))?).map_err(|e| RenderError::chart("values.yaml", e))?;
+        let values: Value =
+            serde_yaml::from_str(&read(&dir.join("values.yaml"))?).map_err(|e| RenderError::chart("values.yaml", e))?;
         let (defaults, models) = defaults(contract, &values, true)?;
         Chart::from_parts(metadata, contract, defaults, models, templates, true)
     }
@@ -159,13 +164,18 @@ impl Chart {
 }
 
 fn contract_of(metadata: &ChartMetadata) -> Result<Contract, RenderError> {
-    Contract::from_api_version(metadata.annotations.get(API_VERSION_ANNOTATION).map(String::as_str)).map_err(|e| RenderError::chart("Chart.yaml", e))
+    Contract::from_api_version(metadata.annotations.get(API_VERSION_ANNOTATION).map(String::as_str))
+        .map_err(|e| RenderError::chart("Chart.yaml", e))
 }
 
 /// `values.yaml` as the renderer's defaults, read as the contract's version. `checked`: it
 /// must itself satisfy the values contract (strictly, no unknown field), and give every
 /// value a default (a value left out would have nothing to fall back on).
-fn defaults(contract: Contract, values: &Value, checked: bool) -> Result<(ModelOrchestraSpec, crate::api::v1alpha2::ModelsVolumes), RenderError> {
+fn defaults(
+    contract: Contract,
+    values: &Value,
+    checked: bool,
+) -> Result<(ModelOrchestraSpec, crate::api::v1alpha2::ModelsVolumes), RenderError> {
     let in_values = |e: crate::error::InputError| RenderError::chart("values.yaml", e);
     let json_error = |e: serde_json::Error| RenderError::chart("values.yaml", e);
     let (mut defaults, models) = match contract {
@@ -190,7 +200,8 @@ fn defaults(contract: Contract, values: &Value, checked: bool) -> Result<(ModelO
         // Applications have no Service or Ingress: the resolver still resolves the settings
         // every component has, so they are none (no ports, disabled); nothing renders them.
         let template = defaults.application_template.get_or_insert_with(Default::default);
-        template.service = Some(crate::api::ServiceValues { type_: Some(crate::api::ServiceType::ClusterIP), ports: Some(vec![]) });
+        template.service =
+            Some(crate::api::ServiceValues { type_: Some(crate::api::ServiceType::ClusterIP), ports: Some(vec![]) });
         template.ingress = Some(crate::api::IngressValues {
             enabled: Some(false),
             class_name: Some(String::new()),
@@ -200,13 +211,17 @@ fn defaults(contract: Contract, values: &Value, checked: bool) -> Result<(ModelO
         });
     }
     if checked {
-        let probe = ModelOrchestraSpec { applications: Some([("probe".to_string(), Default::default())].into()), ..Default::default() };
+        let probe = ModelOrchestraSpec {
+            applications: Some([("probe".to_string(), Default::default())].into()),
+            ..Default::default()
+        };
         resolve::resolve(&defaults, &probe)?;
         if contract == Contract::V1alpha2 {
             if models.template.is_none() {
                 return Err(RenderError::chart("values.yaml", "applicationTemplate.modelsVolume needs a default"));
             }
-            resolve::model_cache(models.cache_template.as_ref(), None).map_err(|e| RenderError::chart("values.yaml", e))?;
+            resolve::model_cache(models.cache_template.as_ref(), None)
+                .map_err(|e| RenderError::chart("values.yaml", e))?;
         }
     }
     Ok((defaults, models))
@@ -234,9 +249,14 @@ fn compile_templates(mut files: Vec<(String, String)>) -> Result<Vec<(String, Co
             let compiled = match stem.strip_prefix('_') {
                 Some(partial) => {
                     let name = partial.trim_end_matches(".json").to_string();
-                    Compiled::Partial(name.clone(), handlebars::Template::compile_with_name(&text, name).map_err(error)?)
+                    Compiled::Partial(
+                        name.clone(),
+                        handlebars::Template::compile_with_name(&text, name).map_err(error)?,
+                    )
                 }
-                None => Compiled::Template(handlebars::Template::compile_with_name(&text, file.clone()).map_err(error)?),
+                None => {
+                    Compiled::Template(handlebars::Template::compile_with_name(&text, file.clone()).map_err(error)?)
+                }
             };
             Ok((file, compiled))
         })

@@ -72,13 +72,23 @@ impl Chart {
     /// applications, and contributes the objects of its applications; the first shard also
     /// lists the gateway among its components and contributes the release's and the
     /// gateway's objects. The templates do not know about shards.
-    pub fn render(&self, release: &str, namespace: &str, spec: &ModelOrchestraSpec) -> Result<Vec<RenderedObject>, RenderError> {
+    pub fn render(
+        &self,
+        release: &str,
+        namespace: &str,
+        spec: &ModelOrchestraSpec,
+    ) -> Result<Vec<RenderedObject>, RenderError> {
         self.expect_contract(super::Contract::V1alpha1)?;
         self.render_values(release, namespace, spec, None)
     }
 
     /// Renders a `v1alpha2` ModelOrchestra (with the `v1alpha2` chart).
-    pub fn render_v1alpha2(&self, release: &str, namespace: &str, spec: &crate::api::v1alpha2::ModelOrchestraSpec) -> Result<Vec<RenderedObject>, RenderError> {
+    pub fn render_v1alpha2(
+        &self,
+        release: &str,
+        namespace: &str,
+        spec: &crate::api::v1alpha2::ModelOrchestraSpec,
+    ) -> Result<Vec<RenderedObject>, RenderError> {
         self.render_v1alpha2_refreshed(release, namespace, spec, &std::collections::BTreeMap::new())
     }
 
@@ -97,7 +107,8 @@ impl Chart {
             models.template = self.default_models.template.clone();
         }
         let defaults = self.default_models.cache_template.clone().unwrap_or_default();
-        models.cache_template = Some(super::resolve::merge_model_cache(&defaults, &models.cache_template.unwrap_or_default()));
+        models.cache_template =
+            Some(super::resolve::merge_model_cache(&defaults, &models.cache_template.unwrap_or_default()));
         self.render_values(release, namespace, &spec, Some((&models, refresh)))
     }
 
@@ -105,7 +116,11 @@ impl Chart {
         if self.contract != version {
             return Err(RenderError::chart(
                 "Chart.yaml",
-                format!("this chart renders {} ModelOrchestras, not {}", self.contract.api_version(), version.api_version()),
+                format!(
+                    "this chart renders {} ModelOrchestras, not {}",
+                    self.contract.api_version(),
+                    version.api_version()
+                ),
             ));
         }
         Ok(())
@@ -122,7 +137,8 @@ impl Chart {
         if let Some((models, refresh)) = models {
             for app in &mut values.applications {
                 app.models_volume = models.of(&app.key).cloned();
-                app.model_cache = super::resolve::model_cache(models.cache_template.as_ref(), models.cache_own.get(&app.key))?;
+                app.model_cache =
+                    super::resolve::model_cache(models.cache_template.as_ref(), models.cache_own.get(&app.key))?;
                 if let Some(cache) = &mut app.model_cache {
                     cache.refresh = refresh.get(&app.key).cloned().unwrap_or_default();
                 }
@@ -131,14 +147,19 @@ impl Chart {
         crate::validate::resolved(&values, spec, self.contract)?;
         let release_context = context::Release::new(self, release, namespace, &values)?;
         let ranges = shards(values.applications.len(), render_threads());
-        let render_shard = |i: usize| self.render_shard(&release_context, &values.applications[ranges[i].clone()], i == 0);
+        let render_shard =
+            |i: usize| self.render_shard(&release_context, &values.applications[ranges[i].clone()], i == 0);
         let outcomes: Vec<Result<Vec<RenderedObject>, ShardError>> = if ranges.len() == 1 {
             vec![render_shard(0)]
         } else {
             std::thread::scope(|scope| {
                 let others: Vec<_> = (1..ranges.len()).map(|i| scope.spawn(move || render_shard(i))).collect();
                 let first = render_shard(0);
-                std::iter::once(first).chain(others.into_iter().map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))).collect()
+                std::iter::once(first)
+                    .chain(
+                        others.into_iter().map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))),
+                    )
+                    .collect()
             })
         };
         let mut objects = Vec::new();
@@ -155,7 +176,10 @@ impl Chart {
         }
         objects.sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
         if let Some(twice) = objects.windows(2).find(|w| (w[0].kind, &w[0].name) == (w[1].kind, &w[1].name)) {
-            return Err(RenderError::chart("templates/", format!("renders {} `{}` a second time", twice[0].kind.kind(), twice[0].name)));
+            return Err(RenderError::chart(
+                "templates/",
+                format!("renders {} `{}` a second time", twice[0].kind.kind(), twice[0].name),
+            ));
         }
         Ok(objects)
     }
@@ -181,7 +205,8 @@ impl Chart {
             let chart_error = |m: String| ShardError::Chart(RenderError::chart(&file, m));
             let text = self.registry.render_with_context(template, &ctx).map_err(|e| chart_error(e.to_string()))?;
             for doc in serde_json::Deserializer::from_str(&text).into_iter::<Value>() {
-                let doc = doc.map_err(|e| chart_error(format!("output is not valid JSON: {e}: {}", excerpt(&text, &e))))?;
+                let doc =
+                    doc.map_err(|e| chart_error(format!("output is not valid JSON: {e}: {}", excerpt(&text, &e))))?;
                 let mut object = check_object(doc, release.namespace(), self.check_objects).map_err(chart_error)?;
                 // The ServiceAccount belongs to the release; every other object to the
                 // component whose name it carries.
@@ -219,7 +244,8 @@ fn check_object(mut doc: Value, namespace: &str, strict: bool) -> Result<Rendere
     drop_nulls(&mut doc);
     let obj = doc.as_object().ok_or("a rendered document is not an object")?;
     let kind_name = obj.get("kind").and_then(Value::as_str).ok_or("an object has no `kind`")?;
-    let kind = Kind::from_kind(kind_name).ok_or_else(|| format!("renders kind `{kind_name}`, which the chart may not render"))?;
+    let kind = Kind::from_kind(kind_name)
+        .ok_or_else(|| format!("renders kind `{kind_name}`, which the chart may not render"))?;
     let api_version = obj.get("apiVersion").and_then(Value::as_str).ok_or("an object has no `apiVersion`")?;
     if api_version != kind.api_version() {
         return Err(format!("{kind_name} has apiVersion `{api_version}`, expected `{}`", kind.api_version()));

@@ -7,14 +7,15 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Affinity, ContainerPort, EnvVar, LocalObjectReference, PodSecurityContext, Probe, ResourceRequirements, SecurityContext, ServicePort, Toleration, Volume,
-    VolumeMount,
+    Affinity, ContainerPort, EnvVar, LocalObjectReference, PodSecurityContext, Probe, ResourceRequirements,
+    SecurityContext, ServicePort, Toleration, Volume, VolumeMount,
 };
 
 use super::merge::Merge;
 use crate::api::v1alpha2::{Downloader, ModelCache};
 use crate::api::{
-    Application, Device, Gateway, GatewayConfig, IngressHost, IngressTls, ModelOrchestraSpec, PullPolicy, ReaderConfig, ScalingSpec, ServiceType,
+    Application, Device, Gateway, GatewayConfig, IngressHost, IngressTls, ModelOrchestraSpec, PullPolicy, ReaderConfig,
+    ScalingSpec, ServiceType,
 };
 use crate::error::RenderError;
 
@@ -153,7 +154,10 @@ pub fn merge_model_cache(base: &ModelCache, over: &ModelCache) -> ModelCache {
 
 /// The model cache of `app` (`template` already merged over `values.yaml`'s), when enabled.
 /// Every value is required, so a missing default is found when the chart loads.
-pub fn model_cache(template: Option<&ModelCache>, own: Option<&ModelCache>) -> Result<Option<ModelCacheSettings>, RenderError> {
+pub fn model_cache(
+    template: Option<&ModelCache>,
+    own: Option<&ModelCache>,
+) -> Result<Option<ModelCacheSettings>, RenderError> {
     let merged = merge_model_cache(template.unwrap_or(&ModelCache::default()), own.unwrap_or(&ModelCache::default()));
     let at = "applicationTemplate.modelCache";
     let d = merged.downloader.unwrap_or_default();
@@ -185,8 +189,10 @@ pub struct ScalingSettings {
 fn extended_limits_from_requests(resources: &mut ResourceRequirements) {
     let Some(requests) = &resources.requests else { return };
     let extended = requests.iter().filter(|(name, _)| name.contains('/') && !name.starts_with("kubernetes.io/"));
-    let missing: Vec<_> =
-        extended.filter(|(name, _)| resources.limits.as_ref().is_none_or(|l| !l.contains_key(*name))).map(|(n, q)| (n.clone(), q.clone())).collect();
+    let missing: Vec<_> = extended
+        .filter(|(name, _)| resources.limits.as_ref().is_none_or(|l| !l.contains_key(*name)))
+        .map(|(n, q)| (n.clone(), q.clone()))
+        .collect();
     if !missing.is_empty() {
         resources.limits.get_or_insert_with(Default::default).extend(missing);
     }
@@ -194,7 +200,12 @@ fn extended_limits_from_requests(resources: &mut ResourceRequirements) {
 
 /// A value `values.yaml` must provide.
 fn required<T>(value: Option<T>, path: &str) -> Result<T, RenderError> {
-    value.ok_or_else(|| RenderError::chart("values.yaml", format!("`{path}` has no default: every value the chart renders needs one in values.yaml")))
+    value.ok_or_else(|| {
+        RenderError::chart(
+            "values.yaml",
+            format!("`{path}` has no default: every value the chart renders needs one in values.yaml"),
+        )
+    })
 }
 
 /// The shared pod values of a merged gateway or application (`$c`), each required.
@@ -255,7 +266,10 @@ pub fn resolve(defaults: &ModelOrchestraSpec, spec: &ModelOrchestraSpec) -> Resu
     let sa = required(merged.service_account, "serviceAccount")?;
     let template = required(merged.application_template, "applicationTemplate")?;
     let template_env = template.env.clone().unwrap_or_default();
-    let applications = applications.into_iter().map(|(key, own)| resolve_application(&template, key, own)).collect::<Result<Vec<_>, _>>()?;
+    let applications = applications
+        .into_iter()
+        .map(|(key, own)| resolve_application(&template, key, own))
+        .collect::<Result<Vec<_>, _>>()?;
     let gateway = resolve_gateway(required(merged.gateway, "gateway")?)?;
     Ok(Resolved {
         name_override: required(merged.name_override, "nameOverride")?,
@@ -277,10 +291,19 @@ fn resolve_gateway(g: Gateway) -> Result<GatewayValues, RenderError> {
     let config = required(g.config.clone(), "gateway.config")?;
     let export_prometheus_metrics = required(g.export_prometheus_metrics, "gateway.exportPrometheusMetrics")?;
     let pod = pod_values!(g, "gateway");
-    Ok(GatewayValues { internal_port: required(config.internal_port, "gateway.config.internalPort")?, export_prometheus_metrics, config, pod })
+    Ok(GatewayValues {
+        internal_port: required(config.internal_port, "gateway.config.internalPort")?,
+        export_prometheus_metrics,
+        config,
+        pod,
+    })
 }
 
-fn resolve_application(template: &Application, key: String, own: Application) -> Result<ApplicationValues, RenderError> {
+fn resolve_application(
+    template: &Application,
+    key: String,
+    own: Application,
+) -> Result<ApplicationValues, RenderError> {
     let own_env = own.env.clone().unwrap_or_default();
     let mut a = template.clone();
     Merge::merge_from(&mut a, own);

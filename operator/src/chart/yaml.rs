@@ -62,7 +62,10 @@
 use serde_json::{Map, Number, Value};
 
 /// The YAML document for `value`, as `serde_yaml::to_string` writes it.
-#[cfg_attr(not(test), allow(dead_code, reason = "to_yaml_stream appends with write_yaml; this is the single-document form"))]
+#[cfg_attr(
+    not(test),
+    allow(dead_code, reason = "to_yaml_stream appends with write_yaml; this is the single-document form")
+)]
 pub(crate) fn to_yaml(value: &Value) -> String {
     let mut out = String::with_capacity(1024);
     write_yaml(&mut out, value);
@@ -272,7 +275,8 @@ impl Analysis {
             return a;
         };
         a.indicator = match first {
-            b'#' | b',' | b'[' | b']' | b'{' | b'}' | b'&' | b'*' | b'!' | b'|' | b'>' | b'\'' | b'"' | b'%' | b'@' | b'`' => true,
+            b'#' | b',' | b'[' | b']' | b'{' | b'}' | b'&' | b'*' | b'!' | b'|' | b'>' | b'\'' | b'"' | b'%' | b'@'
+            | b'`' => true,
             b'-' | b'?' | b':' => matches!(bytes.get(1), None | Some(b' ')),
             _ => false,
         } || bytes.starts_with(b"---")
@@ -477,7 +481,21 @@ fn reads_as_non_string(s: &str) -> bool {
         Some(b'~' | b'n' | b'N' | b't' | b'T' | b'f' | b'F' | b'.' | b'+' | b'-' | b'0'..=b'9') => {}
         Some(_) => return false,
     }
-    if matches!(s, "~" | "null" | "Null" | "NULL" | "true" | "True" | "TRUE" | "false" | "False" | "FALSE" | ".nan" | ".NaN" | ".NAN") {
+    if matches!(
+        s,
+        "~" | "null"
+            | "Null"
+            | "NULL"
+            | "true"
+            | "True"
+            | "TRUE"
+            | "false"
+            | "False"
+            | "FALSE"
+            | ".nan"
+            | ".NaN"
+            | ".NAN"
+    ) {
         return true;
     }
     let (negative, unsigned) = match s.as_bytes() {
@@ -485,7 +503,9 @@ fn reads_as_non_string(s: &str) -> bool {
         [b'+', rest @ ..] => (false, rest),
         all => (false, all),
     };
-    let integer = |digits: &[u8], radix: u32| parse_u128(digits, radix).is_some_and(|m| !negative || m <= i128::MIN.unsigned_abs());
+    let integer = |digits: &[u8], radix: u32| {
+        parse_u128(digits, radix).is_some_and(|m| !negative || m <= i128::MIN.unsigned_abs())
+    };
     match unsigned {
         b".inf" | b".Inf" | b".INF" => true,
         [b'0', b'x', digits @ ..] => integer(digits, 16),
@@ -500,7 +520,9 @@ fn parse_u128(digits: &[u8], radix: u32) -> Option<u128> {
     if digits.is_empty() {
         return None;
     }
-    digits.iter().try_fold(0u128, |acc, &d| acc.checked_mul(u128::from(radix))?.checked_add(u128::from(char::from(d).to_digit(radix)?)))
+    digits.iter().try_fold(0u128, |acc, &d| {
+        acc.checked_mul(u128::from(radix))?.checked_add(u128::from(char::from(d).to_digit(radix)?))
+    })
 }
 
 /// `digits [. [digits]] [(e|E) [+|-] digits]` or `. digits [exponent]`: an unsigned decimal
@@ -556,7 +578,10 @@ mod tests {
         for quoted in ["1.", ".5", "-.5", "+1e3", "1E-3", "1.e5", "1e-400", ".inf", "-.Inf", "+.INF", ".NaN"] {
             assert!(reads_as_non_string(quoted), "{quoted}");
         }
-        for plain in ["1e400", ".", "e1", ".e1", "1e", "1e+", "1_000.5", "inf", "nan", "infinity", "+.nan", ".iNf", "1.5.", "0x1.8p1", "0X1F"] {
+        for plain in [
+            "1e400", ".", "e1", ".e1", "1e", "1e+", "1_000.5", "inf", "nan", "infinity", "+.nan", ".iNf", "1.5.",
+            "0x1.8p1", "0X1F",
+        ] {
             assert!(!reads_as_non_string(plain), "{plain}");
         }
     }

@@ -135,7 +135,10 @@ pub fn watch(client: &Client, namespace: Option<&str>, kinds: &[Kind]) -> (Cache
             .boxed();
         streams.push((ar, s));
     }
-    (Caches { metadata, deployments, jobs }, Streams { metadata: streams, deployments: deploy_stream, jobs: job_stream })
+    (
+        Caches { metadata, deployments, jobs },
+        Streams { metadata: streams, deployments: deploy_stream, jobs: job_stream },
+    )
 }
 
 /// Keeps only what pruning, drift checks and routing of events need: name, namespace,
@@ -166,7 +169,8 @@ impl Caches {
     /// The children of the CR `owner` in `namespace`, by the owner label.
     pub fn children(&self, namespace: &str, owner: &str) -> Vec<CachedChild> {
         let mine = |m: &ObjectMeta| {
-            m.namespace.as_deref() == Some(namespace) && m.labels.as_ref().and_then(|l| l.get(OWNER_NAME_LABEL)).map(String::as_str) == Some(owner)
+            m.namespace.as_deref() == Some(namespace)
+                && m.labels.as_ref().and_then(|l| l.get(OWNER_NAME_LABEL)).map(String::as_str) == Some(owner)
         };
         let mut out = Vec::new();
         for (&kind, store) in &self.metadata {
@@ -215,7 +219,13 @@ fn cached(kind: Kind, m: &ObjectMeta) -> CachedChild {
             kind,
             name: m.name.clone().unwrap_or_default(),
             labels: m.labels.clone().unwrap_or_default(),
-            controller_uids: m.owner_references.iter().flatten().filter(|r| r.controller == Some(true)).map(|r| r.uid.clone()).collect(),
+            controller_uids: m
+                .owner_references
+                .iter()
+                .flatten()
+                .filter(|r| r.controller == Some(true))
+                .map(|r| r.uid.clone())
+                .collect(),
         },
         resource_version: m.resource_version.clone(),
         uid: m.uid.clone(),

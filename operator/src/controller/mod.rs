@@ -126,7 +126,16 @@ pub async fn run(
                 }
             }
         };
-        run_controller(&client, chart.clone(), &settings, metrics.clone(), served.clone(), || on_ready.take().map_or((), |f| f()), stop).await;
+        run_controller(
+            &client,
+            chart.clone(),
+            &settings,
+            metrics.clone(),
+            served.clone(),
+            || on_ready.take().map_or((), |f| f()),
+            stop,
+        )
+        .await;
         poll.abort();
         let Some(kinds) = found_rx.borrow_and_update().clone() else { return Ok(()) };
         let added: Vec<&str> = kinds.iter().filter(|k| !served.contains(k)).map(|k| k.kind()).collect();
@@ -136,7 +145,12 @@ pub async fn run(
 }
 
 /// Resolves (sends) the served kinds once they include one `served` lacks.
-async fn newly_served(client: Client, version: &'static str, served: Vec<Kind>, found: tokio::sync::watch::Sender<Option<Vec<Kind>>>) {
+async fn newly_served(
+    client: Client,
+    version: &'static str,
+    served: Vec<Kind>,
+    found: tokio::sync::watch::Sender<Option<Vec<Kind>>>,
+) {
     if served.len() == Kind::ALL.len() {
         return;
     }
@@ -163,12 +177,18 @@ async fn run_controller(
 ) {
     let missing: Vec<&str> = Kind::ALL.iter().filter(|k| !served.contains(k)).map(|k| k.kind()).collect();
     if !missing.is_empty() {
-        tracing::warn!(?missing, "optional kinds are not served; CRs that need them report ApplyFailed until their CRDs are installed");
+        tracing::warn!(
+            ?missing,
+            "optional kinds are not served; CRs that need them report ApplyFailed until their CRDs are installed"
+        );
     }
     let namespace = settings.namespace.as_deref();
     let (caches, streams) = children::watch(client, namespace, &served);
     let (pods, pod_stream) = pods::watch(client, namespace);
-    let recorder = Recorder::new(client.clone(), Reporter { controller: "model-orchestra-operator".into(), instance: Some(settings.identity.clone()) });
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter { controller: "model-orchestra-operator".into(), instance: Some(settings.identity.clone()) },
+    );
     let reconcile_settings = ReconcileSettings {
         routing: settings.routing.clone(),
         claim_unlabeled: settings.claim_unlabeled,
@@ -195,19 +215,23 @@ async fn run_controller(
         // set: its apiVersion routes an unlabelled CR (`reconciler::written_version`).
         .modify(|o: &mut DynamicObject| {
             let fields = o.metadata.managed_fields.take().unwrap_or_default();
-            o.metadata.managed_fields = crate::reconcile::routing::user_write(&fields, crate::reconcile::plan::FIELD_MANAGER)
-                .map(|e| vec![ManagedFieldsEntry { fields_v1: None, ..e.clone() }]);
+            o.metadata.managed_fields =
+                crate::reconcile::routing::user_write(&fields, crate::reconcile::plan::FIELD_MANAGER)
+                    .map(|e| vec![ManagedFieldsEntry { fields_v1: None, ..e.clone() }]);
         })
         .reflect(writer)
         .inspect_ok(move |event| match event {
             watcher::Event::Delete(o) => forget_ctx.forget(&key(o)),
             // A relist may have missed deletions: keep only what the new list has.
-            watcher::Event::InitDone => forget_ctx.forget_all_but(&store.state().iter().map(|o| key(o)).collect::<HashSet<_>>()),
+            watcher::Event::InitDone => {
+                forget_ctx.forget_all_but(&store.state().iter().map(|o| key(o)).collect::<HashSet<_>>())
+            }
             _ => {}
         })
         .applied_objects();
-    let mut controller = Controller::for_stream_with(cr_stream, reader, ar.clone())
-        .with_config(ControllerConfig::default().concurrency(settings.concurrency).debounce(Duration::from_millis(200)));
+    let mut controller = Controller::for_stream_with(cr_stream, reader, ar.clone()).with_config(
+        ControllerConfig::default().concurrency(settings.concurrency).debounce(Duration::from_millis(200)),
+    );
     for (child, stream) in streams.metadata {
         controller = controller.owns_stream_with(stream, child);
     }
@@ -221,7 +245,9 @@ async fn run_controller(
     let pod_owner_ar = ar.clone();
     controller = controller.watches_stream_with(
         pod_stream,
-        move |pod| pods::Pods::owner(&pod).map(|(name, ns)| ObjectRef::new_with(&name, pod_owner_ar.clone()).within(&ns)),
+        move |pod| {
+            pods::Pods::owner(&pod).map(|(name, ns)| ObjectRef::new_with(&name, pod_owner_ar.clone()).within(&ns))
+        },
         (),
     );
     let ready_ctx = ctx.clone();

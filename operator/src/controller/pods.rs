@@ -18,8 +18,14 @@ pub const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
 pub const COMPONENT_LABEL: &str = "app.kubernetes.io/component";
 
 /// Container waiting reasons that mean the pod will not start by itself.
-const STUCK_REASONS: [&str; 6] =
-    ["ImagePullBackOff", "ErrImagePull", "CrashLoopBackOff", "CreateContainerConfigError", "CreateContainerError", "InvalidImageName"];
+const STUCK_REASONS: [&str; 6] = [
+    "ImagePullBackOff",
+    "ErrImagePull",
+    "CrashLoopBackOff",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "InvalidImageName",
+];
 
 pub type PodStream = BoxStream<'static, Result<Pod, watcher::Error>>;
 
@@ -38,7 +44,8 @@ pub fn watch(client: &Client, namespace: Option<&str>) -> (Pods, PodStream) {
         None => Api::all(client.clone()),
     };
     let (store, writer) = reflector::store();
-    let config = watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY},{INSTANCE_LABEL},{COMPONENT_LABEL}"));
+    let config = watcher::Config::default()
+        .labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY},{INSTANCE_LABEL},{COMPONENT_LABEL}"));
     let stream = watcher(api, config).default_backoff().modify(slim).reflect(writer).touched_objects().boxed();
     (Pods { store }, stream)
 }
@@ -63,11 +70,12 @@ fn slim(pod: &mut Pod) {
     }
     pod.spec = None;
     if let Some(status) = pod.status.take() {
-        let scheduled = status.conditions.into_iter().flatten().filter(|c| c.type_ == "PodScheduled").map(|c| PodCondition {
-            last_probe_time: None,
-            last_transition_time: None,
-            ..c
-        });
+        let scheduled = status
+            .conditions
+            .into_iter()
+            .flatten()
+            .filter(|c| c.type_ == "PodScheduled")
+            .map(|c| PodCondition { last_probe_time: None, last_transition_time: None, ..c });
         let mut containers = status.container_statuses.unwrap_or_default();
         for c in &mut containers {
             c.last_state = None;
@@ -77,7 +85,12 @@ fn slim(pod: &mut Pod) {
             c.resources = None;
             c.allocated_resources = None;
         }
-        pod.status = Some(PodStatus { conditions: Some(scheduled.collect()), container_statuses: Some(containers), phase: status.phase, ..Default::default() });
+        pod.status = Some(PodStatus {
+            conditions: Some(scheduled.collect()),
+            container_statuses: Some(containers),
+            phase: status.phase,
+            ..Default::default()
+        });
     }
 }
 
@@ -133,15 +146,22 @@ impl Pods {
 /// stuck waiting.
 pub fn pod_problem(pod: &Pod) -> Option<PodProblem> {
     let status = pod.status.as_ref()?;
-    if let Some(c) =
-        status.conditions.iter().flatten().find(|c| c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable"))
+    if let Some(c) = status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable"))
     {
-        return Some(PodProblem { unschedulable: true, message: c.message.clone().unwrap_or_else(|| "no node fits the pod".into()) });
+        return Some(PodProblem {
+            unschedulable: true,
+            message: c.message.clone().unwrap_or_else(|| "no node fits the pod".into()),
+        });
     }
     status.container_statuses.iter().flatten().find_map(|c| {
         let waiting = c.state.as_ref()?.waiting.as_ref()?;
         let reason = waiting.reason.as_deref().filter(|r| STUCK_REASONS.contains(r))?;
-        let message = waiting.message.as_deref().map(|m| format!("{reason}: {m}")).unwrap_or_else(|| reason.to_string());
+        let message =
+            waiting.message.as_deref().map(|m| format!("{reason}: {m}")).unwrap_or_else(|| reason.to_string());
         Some(PodProblem { unschedulable: false, message: format!("container {}: {message}", c.name) })
     })
 }
@@ -158,12 +178,17 @@ mod tests {
     #[test]
     fn of_two_pods_created_in_the_same_second_the_later_written_is_newer() {
         let at = |rv: &str| -> Pod {
-            serde_json::from_value(json!({"metadata": {"name": "p", "creationTimestamp": "2026-11-24T01:03:47Z", "resourceVersion": rv}})).unwrap()
+            serde_json::from_value(
+                json!({"metadata": {"name": "p", "creationTimestamp": "2026-11-24T01:03:47Z", "resourceVersion": rv}}),
+            )
+            .unwrap()
         };
         // 99 < 100 as numbers, not as strings.
         assert!(newness(&at("100")) > newness(&at("99")));
-        let later: Pod =
-            serde_json::from_value(json!({"metadata": {"name": "p", "creationTimestamp": "2026-11-24T01:03:48Z", "resourceVersion": "5"}})).unwrap();
+        let later: Pod = serde_json::from_value(
+            json!({"metadata": {"name": "p", "creationTimestamp": "2026-11-24T01:03:48Z", "resourceVersion": "5"}}),
+        )
+        .unwrap();
         assert!(newness(&later) > newness(&at("100")), "creation time first");
     }
 
@@ -172,7 +197,13 @@ mod tests {
         let p = pod(
             json!({"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."}]}),
         );
-        assert_eq!(pod_problem(&p), Some(PodProblem { unschedulable: true, message: "0/4 nodes are available: 4 Insufficient nvidia.com/gpu.".into() }));
+        assert_eq!(
+            pod_problem(&p),
+            Some(PodProblem {
+                unschedulable: true,
+                message: "0/4 nodes are available: 4 Insufficient nvidia.com/gpu.".into()
+            })
+        );
     }
 
     #[test]
@@ -180,7 +211,10 @@ mod tests {
         let stuck = pod(
             json!({"containerStatuses": [{"name": "reader", "image": "i", "imageID": "", "ready": false, "restartCount": 0, "state": {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image \"i\""}}}]}),
         );
-        assert_eq!(pod_problem(&stuck).unwrap().message, "container reader: ImagePullBackOff: Back-off pulling image \"i\"");
+        assert_eq!(
+            pod_problem(&stuck).unwrap().message,
+            "container reader: ImagePullBackOff: Back-off pulling image \"i\""
+        );
         let starting = pod(
             json!({"containerStatuses": [{"name": "reader", "image": "i", "imageID": "", "ready": false, "restartCount": 0, "state": {"waiting": {"reason": "ContainerCreating"}}}]}),
         );

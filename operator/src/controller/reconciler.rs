@@ -76,10 +76,27 @@ impl Context {
         mo_resource_at(self.chart.contract.api_version())
     }
 
-    pub fn new(view: ClusterView, chart: Arc<Chart>, settings: ReconcileSettings, metrics: Arc<Metrics>, recorder: Recorder) -> Self {
+    pub fn new(
+        view: ClusterView,
+        chart: Arc<Chart>,
+        settings: ReconcileSettings,
+        metrics: Arc<Metrics>,
+        recorder: Recorder,
+    ) -> Self {
         let ClusterView { client, caches, pods, served } = view;
         let backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(300));
-        Context { client, caches, pods, served, chart, settings, metrics, recorder, backoff, memory: Mutex::new(HashMap::new()) }
+        Context {
+            client,
+            caches,
+            pods,
+            served,
+            chart,
+            settings,
+            metrics,
+            recorder,
+            backoff,
+            memory: Mutex::new(HashMap::new()),
+        }
     }
 
     /// Drops everything kept about the CR `key` (deleted, or routed to another line).
@@ -179,7 +196,8 @@ impl ReconcileError {
     /// The status code of the API server's answer, if there was one.
     fn code(&self) -> Option<u16> {
         match self {
-            ReconcileError::Request { source: kube::Error::Api(s), .. } | ReconcileError::Status(kube::Error::Api(s)) => Some(s.code),
+            ReconcileError::Request { source: kube::Error::Api(s), .. }
+            | ReconcileError::Status(kube::Error::Api(s)) => Some(s.code),
             _ => None,
         }
     }
@@ -234,7 +252,13 @@ pub fn mo_resource() -> ApiResource {
 
 /// The ModelOrchestra resource at `version` (the one an operator line serves).
 pub fn mo_resource_at(version: &str) -> ApiResource {
-    ApiResource { group: GROUP.into(), version: version.into(), api_version: format!("{GROUP}/{version}"), kind: KIND.into(), plural: "modelorchestras".into() }
+    ApiResource {
+        group: GROUP.into(),
+        version: version.into(),
+        api_version: format!("{GROUP}/{version}"),
+        kind: KIND.into(),
+        plural: "modelorchestras".into(),
+    }
 }
 
 /// `namespace/name` of a CR: the key of everything kept per CR.
@@ -278,7 +302,13 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
     let s = &ctx.settings;
     // The watch keeps only the user's last spec write of the managedFields (controller::run).
     let written = routing::written_version(obj.metadata.managed_fields.as_ref().and_then(|m| m.first()));
-    if !is_routed_here(obj.metadata.labels.as_ref(), written, &s.routing, ctx.chart.contract.api_version(), s.claim_unlabeled) {
+    if !is_routed_here(
+        obj.metadata.labels.as_ref(),
+        written,
+        &s.routing,
+        ctx.chart.contract.api_version(),
+        s.claim_unlabeled,
+    ) {
         // Another line's CR: forget it, so taking it back later applies again.
         ctx.forget(&key(&obj));
         return Ok(Action::await_change());
@@ -360,12 +390,16 @@ fn since_last_apply(cr: &Cr, ctx: &Context) -> SinceLastApply {
     // Not the CR's status.appliedHash: the cached CR often lags behind the status this
     // operator just wrote, and reading that as a change re-applied a third of the CRs of the
     // benchmark. The memory is what was applied; report_applied repairs the status.
-    let same_spec = state.uid == cr.uid && state.generation == cr.generation && state.refresh_annotation == cr.refresh_annotation;
+    let same_spec =
+        state.uid == cr.uid && state.generation == cr.generation && state.refresh_annotation == cr.refresh_annotation;
     if !same_spec {
         return SinceLastApply::Changed;
     }
     let since = state.at.elapsed();
-    let children = state.objects.iter().map(|o| drift(ctx.caches.version(o.kind, &cr.namespace, &o.name).as_deref(), o.version.as_deref(), since));
+    let children = state
+        .objects
+        .iter()
+        .map(|o| drift(ctx.caches.version(o.kind, &cr.namespace, &o.name).as_deref(), o.version.as_deref(), since));
     match combine(children) {
         Drift::Same => SinceLastApply::Unchanged(state.clone()),
         Drift::CacheBehind => SinceLastApply::CacheBehind,
@@ -388,11 +422,18 @@ fn render_and_plan(cr: &Cr, ctx: &Context) -> Result<(ApplyPlan, BTreeMap<String
             (ctx.chart.render_v1alpha2_refreshed(&cr.name, &cr.namespace, &mo.spec, &refresh)?, refresh)
         }
     };
-    let gates = downloads(ctx, cr, &model::cached_models(&rendered), &refresh).into_iter().map(|(app, d)| (app, d.gate())).collect();
+    let gates = downloads(ctx, cr, &model::cached_models(&rendered), &refresh)
+        .into_iter()
+        .map(|(app, d)| (app, d.gate()))
+        .collect();
     model::apply_gates(&mut rendered, &gates);
     let plan = plan::plan(&cr.owner(ctx.cr_resource().api_version), rendered);
-    let unserved: Vec<String> =
-        plan.objects.iter().filter(|o| !ctx.served.contains(&o.kind)).map(|o| format!("{} ({})", o.kind.kind(), o.kind.api_version())).collect();
+    let unserved: Vec<String> = plan
+        .objects
+        .iter()
+        .filter(|o| !ctx.served.contains(&o.kind))
+        .map(|o| format!("{} ({})", o.kind.kind(), o.kind.api_version()))
+        .collect();
     if !unserved.is_empty() {
         return Err(ReconcileError::Unserved(unserved.join(", ")));
     }
@@ -400,7 +441,12 @@ fn render_and_plan(cr: &Cr, ctx: &Context) -> Result<(ApplyPlan, BTreeMap<String
 }
 
 /// Where each cached application's download stands, and what its pods run on meanwhile.
-fn downloads(ctx: &Context, cr: &Cr, models: &BTreeMap<String, model::CachedModel>, refresh: &BTreeMap<String, String>) -> BTreeMap<String, Download> {
+fn downloads(
+    ctx: &Context,
+    cr: &Cr,
+    models: &BTreeMap<String, model::CachedModel>,
+    refresh: &BTreeMap<String, String>,
+) -> BTreeMap<String, Download> {
     models
         .iter()
         .map(|(app, m)| {
@@ -415,7 +461,12 @@ fn downloads(ctx: &Context, cr: &Cr, models: &BTreeMap<String, model::CachedMode
 }
 
 /// Server-side applies one object (as a dry run, or for real).
-async fn apply_one(ctx: &Context, namespace: &str, o: &PlannedObject, step: Step) -> Result<DynamicObject, ReconcileError> {
+async fn apply_one(
+    ctx: &Context,
+    namespace: &str,
+    o: &PlannedObject,
+    step: Step,
+) -> Result<DynamicObject, ReconcileError> {
     let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), namespace, &api_resource(o.kind));
     let params = PatchParams { dry_run: step == Step::DryRun, ..PatchParams::apply(FIELD_MANAGER).force() };
     api.patch(&o.name, &params, &Patch::Apply(&o.body)).await.map_err(|e| ReconcileError::request(step, o, e))
@@ -423,10 +474,19 @@ async fn apply_one(ctx: &Context, namespace: &str, o: &PlannedObject, step: Step
 
 /// Applies every object of the plan, several at once, in `step` (dry run or real);
 /// returns what the server answered, in plan order.
-async fn apply_all(ctx: &Context, cr: &Cr<'_>, plan: &ApplyPlan, step: Step) -> Result<Vec<DynamicObject>, ReconcileError> {
+async fn apply_all(
+    ctx: &Context,
+    cr: &Cr<'_>,
+    plan: &ApplyPlan,
+    step: Step,
+) -> Result<Vec<DynamicObject>, ReconcileError> {
     // Indices, not references, go through the stream: its futures must be `Send` for any
     // lifetime the controller picks.
-    stream::iter(0..plan.objects.len()).map(|i| apply_one(ctx, &cr.namespace, &plan.objects[i], step)).buffered(APPLY_CONCURRENCY).try_collect().await
+    stream::iter(0..plan.objects.len())
+        .map(|i| apply_one(ctx, &cr.namespace, &plan.objects[i], step))
+        .buffered(APPLY_CONCURRENCY)
+        .try_collect()
+        .await
 }
 
 /// Every object, server-side applied as a dry run: any refusal (schema, admission policy,
@@ -436,7 +496,11 @@ async fn dry_run(ctx: &Context, cr: &Cr<'_>, plan: &ApplyPlan) -> Result<(), Rec
 }
 
 /// Server-side applies every object; returns each with what the server answered.
-async fn apply<'p>(ctx: &Context, cr: &Cr<'_>, plan: &'p ApplyPlan) -> Result<Vec<(&'p PlannedObject, DynamicObject)>, ReconcileError> {
+async fn apply<'p>(
+    ctx: &Context,
+    cr: &Cr<'_>,
+    plan: &'p ApplyPlan,
+) -> Result<Vec<(&'p PlannedObject, DynamicObject)>, ReconcileError> {
     let applied = apply_all(ctx, cr, plan, Step::Apply).await?;
     ctx.metrics.count_applied(applied.len());
     Ok(plan.objects.iter().zip(applied).collect())
@@ -461,7 +525,14 @@ async fn prune(ctx: &Context, cr: &Cr<'_>, plan: &ApplyPlan) -> Result<(), Recon
         match api.delete(&gone.name, &params).await {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(source) => return Err(ReconcileError::Request { step: Step::Prune, kind: gone.kind.kind(), name: gone.name.clone(), source }),
+            Err(source) => {
+                return Err(ReconcileError::Request {
+                    step: Step::Prune,
+                    kind: gone.kind.kind(),
+                    name: gone.name.clone(),
+                    source,
+                })
+            }
         }
         ctx.metrics.count_pruned(1);
         tracing::info!(modelorchestra = %cr.key, kind = gone.kind.kind(), name = %gone.name, "pruned");
@@ -475,12 +546,25 @@ fn planned(o: &PlannedObject, applied: &DynamicObject) -> Planned {
         _ => applied.metadata.resource_version.clone(),
     };
     let model = (o.kind == Kind::Job).then(|| model::CachedModel::of_job(&o.name, &o.body));
-    Planned { kind: o.kind, name: o.name.clone(), component: o.component.clone(), port: o.body["spec"]["ports"][0]["port"].as_i64(), version, model }
+    Planned {
+        kind: o.kind,
+        name: o.name.clone(),
+        component: o.component.clone(),
+        port: o.body["spec"]["ports"][0]["port"].as_i64(),
+        version,
+        model,
+    }
 }
 
 /// Readiness per component, from the Deployments just applied (their response carries
 /// status) or the cache, with the pods' problems; and the gateway Service's address.
-fn observe(ctx: &Context, cr: &Cr, objects: &[Planned], fresh: &BTreeMap<String, Deployment>, refresh: &BTreeMap<String, String>) -> Observed {
+fn observe(
+    ctx: &Context,
+    cr: &Cr,
+    objects: &[Planned],
+    fresh: &BTreeMap<String, Deployment>,
+    refresh: &BTreeMap<String, String>,
+) -> Observed {
     let models: BTreeMap<String, model::CachedModel> = objects
         .iter()
         .filter_map(|o| match (&o.component, &o.model) {
@@ -488,11 +572,18 @@ fn observe(ctx: &Context, cr: &Cr, objects: &[Planned], fresh: &BTreeMap<String,
             _ => None,
         })
         .collect();
-    let mut observed = Observed { models: downloads(ctx, cr, &models, refresh), refresh: cr.refresh_annotation.clone(), ..Default::default() };
+    let mut observed = Observed {
+        models: downloads(ctx, cr, &models, refresh),
+        refresh: cr.refresh_annotation.clone(),
+        ..Default::default()
+    };
     for o in objects {
         match (o.kind, &o.component) {
             (Kind::Deployment, component) => {
-                let d = fresh.get(&o.name).cloned().or_else(|| ctx.caches.deployment(&cr.namespace, &o.name).map(|d| (*d).clone()));
+                let d = fresh
+                    .get(&o.name)
+                    .cloned()
+                    .or_else(|| ctx.caches.deployment(&cr.namespace, &o.name).map(|d| (*d).clone()));
                 let replicas = deployment_readiness(d.as_ref());
                 let problem = if replicas.ready { None } else { ctx.pods.problem(&cr.namespace, &cr.name, component) };
                 let health = Health { replicas, problem };
@@ -514,8 +605,15 @@ fn observe(ctx: &Context, cr: &Cr, objects: &[Planned], fresh: &BTreeMap<String,
 }
 
 /// Writes the status of a CR whose objects are all applied (if it changed).
-async fn report_applied(ctx: &Context, cr: &Cr<'_>, observed: Observed, hash: String) -> Result<Action, ReconcileError> {
-    write_status(ctx, cr, &Outcome::Applied { observed: Box::new(observed), hash }).await.map_err(ReconcileError::Status)?;
+async fn report_applied(
+    ctx: &Context,
+    cr: &Cr<'_>,
+    observed: Observed,
+    hash: String,
+) -> Result<Action, ReconcileError> {
+    write_status(ctx, cr, &Outcome::Applied { observed: Box::new(observed), hash })
+        .await
+        .map_err(ReconcileError::Status)?;
     Ok(Action::requeue(ctx.settings.resync))
 }
 
@@ -554,7 +652,9 @@ async fn write_status(ctx: &Context, cr: &Cr<'_>, outcome: &Outcome) -> Result<(
 /// Publishes an Event when the Ready condition's reason or message changes (a transition
 /// or a new failure), not on every reconcile.
 async fn publish_if_new(ctx: &Context, cr: &Cr<'_>, next: &ModelOrchestraStatus) {
-    let ready = |s: &ModelOrchestraStatus| status::condition(s, ConditionType::Ready).map(|c| (c.reason.clone(), c.message.clone()));
+    let ready = |s: &ModelOrchestraStatus| {
+        status::condition(s, ConditionType::Ready).map(|c| (c.reason.clone(), c.message.clone()))
+    };
     let (before, after) = (ready(&cr.previous), ready(next));
     let Some((reason, message)) = after.filter(|a| before.as_ref() != Some(a)) else {
         return;
@@ -585,8 +685,14 @@ mod tests {
     use super::*;
 
     fn api_error(code: u16) -> ReconcileError {
-        let status: kube::core::Status = serde_json::from_value(serde_json::json!({"code": code, "message": "m", "reason": "R"})).expect("a Status");
-        ReconcileError::Request { step: Step::Apply, kind: "ServiceAccount", name: "x".into(), source: kube::Error::Api(Box::new(status)) }
+        let status: kube::core::Status =
+            serde_json::from_value(serde_json::json!({"code": code, "message": "m", "reason": "R"})).expect("a Status");
+        ReconcileError::Request {
+            step: Step::Apply,
+            kind: "ServiceAccount",
+            name: "x".into(),
+            source: kube::Error::Api(Box::new(status)),
+        }
     }
 
     #[test]

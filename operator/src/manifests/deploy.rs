@@ -6,8 +6,9 @@
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction, Namespace, ObjectFieldSelector, PodSecurityContext, PodSpec, PodTemplateSpec,
-    Probe, ResourceRequirements, SeccompProfile, SecurityContext, ServiceAccount,
+    Capabilities, Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction, Namespace, ObjectFieldSelector,
+    PodSecurityContext, PodSpec, PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile, SecurityContext,
+    ServiceAccount,
 };
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -52,15 +53,24 @@ impl DeployOptions {
     }
 
     fn meta(&self, namespaced: bool) -> ObjectMeta {
-        ObjectMeta { name: Some(self.name()), namespace: namespaced.then(|| self.namespace.clone()), labels: Some(self.labels()), ..Default::default() }
+        ObjectMeta {
+            name: Some(self.name()),
+            namespace: namespaced.then(|| self.namespace.clone()),
+            labels: Some(self.labels()),
+            ..Default::default()
+        }
     }
 }
 
 /// The operator's namespace enforces the `restricted` Pod Security Standard, which its own
 /// pod meets.
 pub fn namespace(o: &DeployOptions) -> Namespace {
-    let labels = ["enforce", "audit", "warn"].map(|mode| (format!("pod-security.kubernetes.io/{mode}"), "restricted".to_string()));
-    Namespace { metadata: ObjectMeta { name: Some(o.namespace.clone()), labels: Some(labels.into()), ..Default::default() }, ..Default::default() }
+    let labels = ["enforce", "audit", "warn"]
+        .map(|mode| (format!("pod-security.kubernetes.io/{mode}"), "restricted".to_string()));
+    Namespace {
+        metadata: ObjectMeta { name: Some(o.namespace.clone()), labels: Some(labels.into()), ..Default::default() },
+        ..Default::default()
+    }
 }
 
 pub fn service_account(o: &DeployOptions) -> ServiceAccount {
@@ -71,14 +81,22 @@ pub fn cluster_role_binding(o: &DeployOptions) -> ClusterRoleBinding {
     ClusterRoleBinding {
         metadata: o.meta(false),
         role_ref: RoleRef { api_group: "rbac.authorization.k8s.io".into(), kind: "ClusterRole".into(), name: o.name() },
-        subjects: Some(vec![Subject { kind: "ServiceAccount".into(), name: o.name(), namespace: Some(o.namespace.clone()), ..Default::default() }]),
+        subjects: Some(vec![Subject {
+            kind: "ServiceAccount".into(),
+            name: o.name(),
+            namespace: Some(o.namespace.clone()),
+            ..Default::default()
+        }]),
     }
 }
 
 fn env_from_field(name: &str, path: &str) -> EnvVar {
     EnvVar {
         name: name.into(),
-        value_from: Some(EnvVarSource { field_ref: Some(ObjectFieldSelector { field_path: path.into(), ..Default::default() }), ..Default::default() }),
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector { field_path: path.into(), ..Default::default() }),
+            ..Default::default()
+        }),
         ..Default::default()
     }
 }
@@ -89,7 +107,11 @@ fn env(name: &str, value: &str) -> EnvVar {
 
 fn probe(path: &str) -> Probe {
     Probe {
-        http_get: Some(HTTPGetAction { path: Some(path.into()), port: IntOrString::String("metrics".into()), ..Default::default() }),
+        http_get: Some(HTTPGetAction {
+            path: Some(path.into()),
+            port: IntOrString::String("metrics".into()),
+            ..Default::default()
+        }),
         period_seconds: Some(10),
         ..Default::default()
     }
@@ -122,7 +144,12 @@ pub fn deployment(o: &DeployOptions) -> Deployment {
         image: Some(o.image.clone()),
         args: Some(vec!["run".into()]),
         env: Some(envs),
-        ports: Some(vec![ContainerPort { name: Some("metrics".into()), container_port: 8080, protocol: Some("TCP".into()), ..Default::default() }]),
+        ports: Some(vec![ContainerPort {
+            name: Some("metrics".into()),
+            container_port: 8080,
+            protocol: Some("TCP".into()),
+            ..Default::default()
+        }]),
         liveness_probe: Some(probe("/healthz")),
         readiness_probe: Some(probe("/readyz")),
         resources: Some(ResourceRequirements {
@@ -180,7 +207,11 @@ pub fn all(o: &DeployOptions) -> Vec<Value> {
         typed("v1", "Namespace", serde_json::to_value(namespace(o)).expect("serialises")),
         typed("v1", "ServiceAccount", serde_json::to_value(service_account(o)).expect("serialises")),
         typed("rbac.authorization.k8s.io/v1", "ClusterRole", role),
-        typed("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", serde_json::to_value(cluster_role_binding(o)).expect("serialises")),
+        typed(
+            "rbac.authorization.k8s.io/v1",
+            "ClusterRoleBinding",
+            serde_json::to_value(cluster_role_binding(o)).expect("serialises"),
+        ),
         typed("apps/v1", "Deployment", serde_json::to_value(deployment(o)).expect("serialises")),
     ]
 }
@@ -243,7 +274,10 @@ mod tests {
             envs.iter().find(|e| e.name == "MODEL_ORCHESTRA_API_VERSION").and_then(|e| e.value.clone())
         };
         assert_eq!(env_of(&opts()), None, "without one the operator keeps its default");
-        assert_eq!(env_of(&DeployOptions { api_version: Some("v1alpha2".into()), ..opts() }).as_deref(), Some("v1alpha2"));
+        assert_eq!(
+            env_of(&DeployOptions { api_version: Some("v1alpha2".into()), ..opts() }).as_deref(),
+            Some("v1alpha2")
+        );
     }
 
     #[test]
@@ -251,6 +285,9 @@ mod tests {
         let d = deployment(&DeployOptions { release: Some("1.0.0".into()), ..opts() });
         assert_eq!(d.metadata.labels.unwrap()["app.kubernetes.io/version"], "1.0.0");
         let envs = d.spec.unwrap().template.spec.unwrap().containers[0].env.clone().unwrap();
-        assert_eq!(envs.iter().find(|e| e.name == "MODEL_ORCHESTRA_RELEASE").and_then(|e| e.value.as_deref()), Some("1.0.0"));
+        assert_eq!(
+            envs.iter().find(|e| e.name == "MODEL_ORCHESTRA_RELEASE").and_then(|e| e.value.as_deref()),
+            Some("1.0.0")
+        );
     }
 }

@@ -29,7 +29,8 @@ pub fn cluster_role(name: &str) -> ClusterRole {
     for kind in Kind::ALL {
         by_group.entry(kind.group()).or_default().push(kind.plural());
     }
-    let mut rules: Vec<PolicyRule> = by_group.iter().map(|(group, resources)| rule(group, resources, &CHILD_VERBS)).collect();
+    let mut rules: Vec<PolicyRule> =
+        by_group.iter().map(|(group, resources)| rule(group, resources, &CHILD_VERBS)).collect();
     rules.push(rule(GROUP, &["modelorchestras"], &["get", "list", "watch"]));
     rules.push(rule(GROUP, &["modelorchestras/status"], &["get", "patch", "update"]));
     // Children carry `blockOwnerDeletion: true` to their CR; where the API server enforces
@@ -41,7 +42,11 @@ pub fn cluster_role(name: &str) -> ClusterRole {
     rules.push(rule("", &["pods"], &["get", "list", "watch"]));
     rules.push(rule("events.k8s.io", &["events"], &["create", "patch"]));
     rules.push(rule("coordination.k8s.io", &["leases"], &["get", "create", "update", "patch"]));
-    ClusterRole { metadata: ObjectMeta { name: Some(name.to_string()), ..Default::default() }, rules: Some(rules), ..Default::default() }
+    ClusterRole {
+        metadata: ObjectMeta { name: Some(name.to_string()), ..Default::default() },
+        rules: Some(rules),
+        ..Default::default()
+    }
 }
 
 pub fn cluster_role_yaml(name: &str) -> String {
@@ -61,7 +66,10 @@ mod tests {
                 .as_ref()
                 .unwrap()
                 .iter()
-                .find(|r| r.api_groups.as_deref() == Some(&[kind.group().to_string()]) && r.resources.as_ref().unwrap().contains(&kind.plural().to_string()))
+                .find(|r| {
+                    r.api_groups.as_deref() == Some(&[kind.group().to_string()])
+                        && r.resources.as_ref().unwrap().contains(&kind.plural().to_string())
+                })
                 .unwrap_or_else(|| panic!("no rule for {kind:?}"));
             assert_eq!(rule.verbs, CHILD_VERBS.map(String::from));
         }
@@ -70,7 +78,12 @@ mod tests {
     #[test]
     fn the_cr_itself_is_read_only_apart_from_its_status() {
         let role = cluster_role("r");
-        let cr = role.rules.unwrap().into_iter().find(|r| r.resources.as_deref() == Some(&["modelorchestras".to_string()])).unwrap();
+        let cr = role
+            .rules
+            .unwrap()
+            .into_iter()
+            .find(|r| r.resources.as_deref() == Some(&["modelorchestras".to_string()]))
+            .unwrap();
         assert_eq!(cr.verbs, ["get", "list", "watch"]);
     }
 }

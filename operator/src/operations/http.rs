@@ -17,7 +17,11 @@ pub struct Health {
 }
 
 /// Serves until the returned task is aborted.
-pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>, health: Arc<Health>) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+pub async fn serve(
+    addr: SocketAddr,
+    metrics: Arc<Metrics>,
+    health: Arc<Health>,
+) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
     let task = tokio::spawn(async move {
@@ -31,7 +35,9 @@ pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>, health: Arc<Health>)
                     let response = respond(req.uri().path(), &metrics, &health);
                     async move { Ok::<_, Infallible>(response) }
                 });
-                let _ = hyper::server::conn::http1::Builder::new().serve_connection(hyper_util::rt::TokioIo::new(stream), service).await;
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
             });
         }
     });
@@ -46,5 +52,9 @@ fn respond(path: &str, metrics: &Metrics, health: &Health) -> Response<Full<Byte
         "/readyz" => (503, "text/plain", "not ready\n".to_string()),
         _ => (404, "text/plain", "not found\n".to_string()),
     };
-    Response::builder().status(code).header("content-type", content_type).body(Full::new(Bytes::from(body))).expect("valid response")
+    Response::builder()
+        .status(code)
+        .header("content-type", content_type)
+        .body(Full::new(Bytes::from(body)))
+        .expect("valid response")
 }

@@ -32,7 +32,11 @@ pub fn refresh_selects<'a>(value: &str, applications: &[&'a str]) -> Vec<&'a str
 /// The refresh value each application's model is downloaded for: the annotation's for those
 /// it names, else the one its model was last downloaded for (so removing or narrowing the
 /// annotation downloads nothing again).
-pub fn refresh_values(annotation: Option<&str>, applications: &[&str], previous: &ModelOrchestraStatus) -> BTreeMap<String, String> {
+pub fn refresh_values(
+    annotation: Option<&str>,
+    applications: &[&str],
+    previous: &ModelOrchestraStatus,
+) -> BTreeMap<String, String> {
     let selected = annotation.map(|v| refresh_selects(v, applications)).unwrap_or_default();
     applications
         .iter()
@@ -70,9 +74,15 @@ pub struct CachedModel {
 impl CachedModel {
     /// From a rendered download Job (its revision label and `MODEL_NAME`).
     pub fn of_job(name: &str, job: &Value) -> CachedModel {
-        let revision = job["metadata"]["labels"][crate::chart::MODEL_REVISION_LABEL].as_str().unwrap_or_default().to_string();
+        let revision =
+            job["metadata"]["labels"][crate::chart::MODEL_REVISION_LABEL].as_str().unwrap_or_default().to_string();
         let env = job["spec"]["template"]["spec"]["containers"][0]["env"].as_array().cloned().unwrap_or_default();
-        let model_name = env.iter().find(|e| e["name"] == "MODEL_NAME").and_then(|e| e["value"].as_str()).unwrap_or_default().to_string();
+        let model_name = env
+            .iter()
+            .find(|e| e["name"] == "MODEL_NAME")
+            .and_then(|e| e["value"].as_str())
+            .unwrap_or_default()
+            .to_string();
         CachedModel { job: name.to_string(), revision, model_name }
     }
 }
@@ -162,7 +172,12 @@ pub fn download_state(job_name: &str, job: Option<&Job>, pod: Option<&Pod>) -> (
 fn termination_message(pod: &Pod) -> Option<String> {
     pod.status.as_ref()?.container_statuses.iter().flatten().find_map(|c| {
         let t = c.state.as_ref()?.terminated.as_ref().filter(|t| t.exit_code != 0)?;
-        let text = t.message.clone().filter(|m| !m.trim().is_empty()).or_else(|| t.reason.clone()).unwrap_or_else(|| "failed".into());
+        let text = t
+            .message
+            .clone()
+            .filter(|m| !m.trim().is_empty())
+            .or_else(|| t.reason.clone())
+            .unwrap_or_else(|| "failed".into());
         Some(format!("container {}: {} (exit code {})", c.name, text.trim(), t.exit_code))
     })
 }
@@ -180,16 +195,19 @@ pub fn apply_gates(objects: &mut [RenderedObject], gates: &BTreeMap<String, Gate
                 }
             }
             (Some(Gate::Hold), Kind::ScaledObject) => {
-                let metadata = o.object.as_object_mut().and_then(|m| m.get_mut("metadata")).and_then(Value::as_object_mut);
+                let metadata =
+                    o.object.as_object_mut().and_then(|m| m.get_mut("metadata")).and_then(Value::as_object_mut);
                 if let Some(metadata) = metadata {
-                    let annotations = metadata.entry("annotations").or_insert_with(|| Value::Object(Default::default()));
+                    let annotations =
+                        metadata.entry("annotations").or_insert_with(|| Value::Object(Default::default()));
                     if let Some(a) = annotations.as_object_mut() {
                         a.insert(KEDA_PAUSED_REPLICAS.into(), Value::from("0"));
                     }
                 }
             }
             (Some(Gate::Keep(revision)), Kind::Deployment) => {
-                let annotations = o.object.pointer_mut("/spec/template/metadata/annotations").and_then(Value::as_object_mut);
+                let annotations =
+                    o.object.pointer_mut("/spec/template/metadata/annotations").and_then(Value::as_object_mut);
                 if let Some(a) = annotations {
                     a.insert(crate::chart::MODEL_REVISION_LABEL.into(), Value::from(revision.as_str()));
                 }
@@ -204,7 +222,10 @@ pub fn apply_gates(objects: &mut [RenderedObject], gates: &BTreeMap<String, Gate
 pub fn refresh_done(value: &str, downloads: &BTreeMap<String, Download>) -> bool {
     let apps: Vec<&str> = downloads.keys().map(String::as_str).collect();
     let selected = refresh_selects(value, &apps);
-    !selected.is_empty() && selected.iter().all(|a| downloads.get(*a).is_some_and(|d| d.phase == ModelPhase::Ready && d.refresh.as_deref() == Some(value)))
+    !selected.is_empty()
+        && selected.iter().all(|a| {
+            downloads.get(*a).is_some_and(|d| d.phase == ModelPhase::Ready && d.refresh.as_deref() == Some(value))
+        })
 }
 
 #[cfg(test)]
@@ -236,7 +257,10 @@ mod tests {
         let model = ModelStatus { refresh: Some("1".into()), ..Default::default() };
         previous.applications.insert("embedder".into(), ApplicationStatus { model: Some(model), ..Default::default() });
         let values = refresh_values(Some("chat"), &["chat", "embedder"], &previous);
-        assert_eq!(values, BTreeMap::from([("chat".to_string(), "chat".to_string()), ("embedder".to_string(), "1".to_string())]));
+        assert_eq!(
+            values,
+            BTreeMap::from([("chat".to_string(), "chat".to_string()), ("embedder".to_string(), "1".to_string())])
+        );
         assert_eq!(refresh_values(None, &["chat"], &ModelOrchestraStatus::default()), BTreeMap::new());
     }
 
@@ -248,10 +272,13 @@ mod tests {
 
     #[test]
     fn a_failed_job_is_failed_with_its_reason_and_the_containers_termination_message() {
-        let failed =
-            job(json!([{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "Job has reached the specified backoff limit"}]));
-        let p = pod(json!({"phase": "Failed", "containerStatuses": [{"name": "download", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
-            "state": {"terminated": {"exitCode": 1, "reason": "Error", "message": "404 Repository Not Found\n"}}}]}));
+        let failed = job(
+            json!([{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "Job has reached the specified backoff limit"}]),
+        );
+        let p = pod(
+            json!({"phase": "Failed", "containerStatuses": [{"name": "download", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+            "state": {"terminated": {"exitCode": 1, "reason": "Error", "message": "404 Repository Not Found\n"}}}]}),
+        );
         let (phase, message) = download_state("j", Some(&failed), Some(&p));
         assert_eq!(phase, ModelPhase::Failed);
         assert_eq!(
@@ -263,10 +290,18 @@ mod tests {
     #[test]
     fn a_running_download_pod_is_downloading_and_one_that_cannot_pull_is_pending_with_why() {
         let active = job(json!([]));
-        assert_eq!(download_state("j", Some(&active), Some(&pod(json!({"phase": "Running"})))).0, ModelPhase::Downloading);
-        let stuck = pod(json!({"phase": "Pending", "containerStatuses": [{"name": "download", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
-            "state": {"waiting": {"reason": "ErrImagePull", "message": "not found"}}}]}));
-        assert_eq!(download_state("j", Some(&active), Some(&stuck)), (ModelPhase::Pending, "container download: ErrImagePull: not found".into()));
+        assert_eq!(
+            download_state("j", Some(&active), Some(&pod(json!({"phase": "Running"})))).0,
+            ModelPhase::Downloading
+        );
+        let stuck = pod(
+            json!({"phase": "Pending", "containerStatuses": [{"name": "download", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+            "state": {"waiting": {"reason": "ErrImagePull", "message": "not found"}}}]}),
+        );
+        assert_eq!(
+            download_state("j", Some(&active), Some(&stuck)),
+            (ModelPhase::Pending, "container download: ErrImagePull: not found".into())
+        );
         assert_eq!(download_state("j", None, None).0, ModelPhase::Pending);
     }
 
@@ -283,22 +318,48 @@ mod tests {
             rendered(Kind::ScaledObject, "chat", json!({"metadata": {"name": "chat"}, "spec": {}})),
             rendered(Kind::Deployment, "ready", deployment.clone()),
         ];
-        let gates = BTreeMap::from([("chat".to_string(), Gate::Hold), ("embedder".to_string(), Gate::Keep("old".into())), ("ready".to_string(), Gate::Serve)]);
+        let gates = BTreeMap::from([
+            ("chat".to_string(), Gate::Hold),
+            ("embedder".to_string(), Gate::Keep("old".into())),
+            ("ready".to_string(), Gate::Serve),
+        ]);
         apply_gates(&mut objects, &gates);
         assert_eq!(objects[0].object["spec"]["replicas"], 0);
         assert_eq!(objects[1].object["spec"]["replicas"], 2);
-        assert_eq!(objects[1].object["spec"]["template"]["metadata"]["annotations"]["models.titanml.co/model-revision"], "old");
+        assert_eq!(
+            objects[1].object["spec"]["template"]["metadata"]["annotations"]["models.titanml.co/model-revision"],
+            "old"
+        );
         assert_eq!(objects[2].object["metadata"]["annotations"][KEDA_PAUSED_REPLICAS], "0");
         assert_eq!(objects[3].object, deployment);
     }
 
     #[test]
     fn pods_stay_on_the_earlier_download_of_the_same_model_but_not_of_another() {
-        let model = |revision: &str, name: &str| CachedModel { job: format!("j-{revision}"), revision: revision.into(), model_name: name.into() };
-        let earlier = ModelStatus { serving: Some(ModelServing { revision: "r0".into(), model_name: "org/a".into() }), ..Default::default() };
-        assert_eq!(serving(&model("r1", "org/a"), ModelPhase::Downloading, Some(&earlier)).unwrap().revision, "r0", "a refresh: keep serving");
-        assert_eq!(serving(&model("r1", "org/b"), ModelPhase::Downloading, Some(&earlier)), None, "another model: wait");
-        assert_eq!(serving(&model("r1", "org/a"), ModelPhase::Failed, Some(&earlier)).unwrap().revision, "r0", "a failed refresh tears nothing down");
+        let model = |revision: &str, name: &str| CachedModel {
+            job: format!("j-{revision}"),
+            revision: revision.into(),
+            model_name: name.into(),
+        };
+        let earlier = ModelStatus {
+            serving: Some(ModelServing { revision: "r0".into(), model_name: "org/a".into() }),
+            ..Default::default()
+        };
+        assert_eq!(
+            serving(&model("r1", "org/a"), ModelPhase::Downloading, Some(&earlier)).unwrap().revision,
+            "r0",
+            "a refresh: keep serving"
+        );
+        assert_eq!(
+            serving(&model("r1", "org/b"), ModelPhase::Downloading, Some(&earlier)),
+            None,
+            "another model: wait"
+        );
+        assert_eq!(
+            serving(&model("r1", "org/a"), ModelPhase::Failed, Some(&earlier)).unwrap().revision,
+            "r0",
+            "a failed refresh tears nothing down"
+        );
         assert_eq!(serving(&model("r1", "org/b"), ModelPhase::Ready, None).unwrap().revision, "r1");
         let d = |phase, serving: Option<&str>| Download {
             job: "j".into(),
@@ -314,8 +375,17 @@ mod tests {
 
     #[test]
     fn a_refresh_is_done_when_every_model_it_names_is_ready_for_its_value() {
-        let d = |phase, refresh: &str| Download { job: "j".into(), phase, message: String::new(), refresh: Some(refresh.into()), serving: None };
-        let mut downloads = BTreeMap::from([("chat".to_string(), d(ModelPhase::Ready, "x")), ("embedder".to_string(), d(ModelPhase::Downloading, "x"))]);
+        let d = |phase, refresh: &str| Download {
+            job: "j".into(),
+            phase,
+            message: String::new(),
+            refresh: Some(refresh.into()),
+            serving: None,
+        };
+        let mut downloads = BTreeMap::from([
+            ("chat".to_string(), d(ModelPhase::Ready, "x")),
+            ("embedder".to_string(), d(ModelPhase::Downloading, "x")),
+        ]);
         assert!(!refresh_done("x", &downloads));
         assert!(refresh_done("chat", &BTreeMap::from([("chat".to_string(), d(ModelPhase::Ready, "chat"))])));
         downloads.get_mut("embedder").unwrap().phase = ModelPhase::Ready;

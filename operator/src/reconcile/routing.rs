@@ -26,7 +26,10 @@ const FIRST_VERSION: &str = "v1alpha1";
 /// latest. Its `apiVersion` is the version the user wrote the spec with. Writes of only
 /// labels or annotations (`kubectl label`, which writes at the cluster's preferred version)
 /// and status writes do not count.
-pub fn user_write<'a>(managed_fields: &'a [ManagedFieldsEntry], operator_manager: &str) -> Option<&'a ManagedFieldsEntry> {
+pub fn user_write<'a>(
+    managed_fields: &'a [ManagedFieldsEntry],
+    operator_manager: &str,
+) -> Option<&'a ManagedFieldsEntry> {
     managed_fields
         .iter()
         .filter(|e| e.manager.as_deref() != Some(operator_manager))
@@ -37,14 +40,23 @@ pub fn user_write<'a>(managed_fields: &'a [ManagedFieldsEntry], operator_manager
 
 /// The version (`v1alpha2`) of `models.titanml.co/v1alpha2`, as a write recorded it.
 pub fn written_version(entry: Option<&ManagedFieldsEntry>) -> &str {
-    entry.and_then(|e| e.api_version.as_deref()).and_then(|v| v.rsplit_once('/')).map_or(FIRST_VERSION, |(_, version)| version)
+    entry
+        .and_then(|e| e.api_version.as_deref())
+        .and_then(|v| v.rsplit_once('/'))
+        .map_or(FIRST_VERSION, |(_, version)| version)
 }
 
 /// Whether the line `routing`, serving `serves`, reconciles a CR with these labels that was
 /// written at `written` (see [`written_version`]). A labelled CR goes to its line. An
 /// unlabelled one (or labelled empty) goes to the lines started with `claim_unlabeled` that
 /// serve the version it was written with.
-pub fn is_routed_here(labels: Option<&BTreeMap<String, String>>, written: &str, routing: &str, serves: &str, claim_unlabeled: bool) -> bool {
+pub fn is_routed_here(
+    labels: Option<&BTreeMap<String, String>>,
+    written: &str,
+    routing: &str,
+    serves: &str,
+    claim_unlabeled: bool,
+) -> bool {
     match labels.and_then(|l| l.get(ROUTING_LABEL)).map(String::as_str) {
         None | Some("") => claim_unlabeled && written == serves,
         Some(value) => value == routing,
@@ -92,7 +104,9 @@ mod tests {
             api_version: Some(api_version.into()),
             time: Some(Time(k8s_openapi::jiff::Timestamp::from_second(second).unwrap())),
             subresource: subresource.map(Into::into),
-            fields_v1: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::FieldsV1(serde_json::json!({"f:spec": {}}))),
+            fields_v1: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::FieldsV1(
+                serde_json::json!({"f:spec": {}}),
+            )),
             ..Default::default()
         }
     }
@@ -112,7 +126,9 @@ mod tests {
     #[test]
     fn a_write_of_labels_only_does_not_change_the_version_written_with() {
         let mut label = entry("kubectl-label", "models.titanml.co/v1alpha2", 20, None);
-        label.fields_v1 = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::FieldsV1(serde_json::json!({"f:metadata": {"f:labels": {}}})));
+        label.fields_v1 = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::FieldsV1(
+            serde_json::json!({"f:metadata": {"f:labels": {}}}),
+        ));
         let fields = [entry("kubectl", "models.titanml.co/v1alpha1", 10, None), label];
         assert_eq!(written_version(user_write(&fields, "model-orchestra-operator")), "v1alpha1");
     }

@@ -67,7 +67,12 @@ pub fn deployment_readiness(d: Option<&Deployment>) -> ApplicationStatus {
     let ready_replicas = status.ready_replicas.unwrap_or(0);
     let current = status.observed_generation.unwrap_or(0) >= d.metadata.generation.unwrap_or(0);
     let updated = status.updated_replicas.unwrap_or(0) >= desired;
-    ApplicationStatus { ready_replicas, desired_replicas: desired, ready: current && updated && ready_replicas >= desired, model: None }
+    ApplicationStatus {
+        ready_replicas,
+        desired_replicas: desired,
+        ready: current && updated && ready_replicas >= desired,
+        model: None,
+    }
 }
 
 /// Everything the next status depends on.
@@ -85,14 +90,26 @@ type Verdict = (bool, Reason, String);
 /// `(Ready, Progressing, Degraded)` for an outcome.
 fn verdicts(outcome: &Outcome) -> [Verdict; 3] {
     match outcome {
-        Outcome::RenderFailed(m) => {
-            [(false, Reason::RenderFailed, m.clone()), (false, Reason::RenderFailed, m.clone()), (true, Reason::RenderFailed, m.clone())]
+        Outcome::RenderFailed(m) => [
+            (false, Reason::RenderFailed, m.clone()),
+            (false, Reason::RenderFailed, m.clone()),
+            (true, Reason::RenderFailed, m.clone()),
+        ],
+        Outcome::Refused { reason, message: m } => {
+            [(false, *reason, m.clone()), (false, *reason, m.clone()), (true, *reason, m.clone())]
         }
-        Outcome::Refused { reason, message: m } => [(false, *reason, m.clone()), (false, *reason, m.clone()), (true, *reason, m.clone())],
-        Outcome::ApplyFailed(m) => [(false, Reason::ApplyFailed, m.clone()), (true, Reason::Retrying, m.clone()), (true, Reason::ApplyFailed, m.clone())],
+        Outcome::ApplyFailed(m) => [
+            (false, Reason::ApplyFailed, m.clone()),
+            (true, Reason::Retrying, m.clone()),
+            (true, Reason::ApplyFailed, m.clone()),
+        ],
         Outcome::Applied { observed, .. } => {
-            let failed: Vec<String> =
-                observed.models.iter().filter(|(_, d)| d.phase == ModelPhase::Failed).map(|(app, d)| format!("{app}: {}", d.message)).collect();
+            let failed: Vec<String> = observed
+                .models
+                .iter()
+                .filter(|(_, d)| d.phase == ModelPhase::Failed)
+                .map(|(app, d)| format!("{app}: {}", d.message))
+                .collect();
             if !failed.is_empty() {
                 let m = format!("model download failed: {}", failed.join("; "));
                 return [
@@ -103,7 +120,8 @@ fn verdicts(outcome: &Outcome) -> [Verdict; 3] {
             }
             let model_waiting = |app: &str| observed.models.get(app).filter(|d| d.phase != ModelPhase::Ready);
             let app_ready = |app: &str, h: &Health| h.replicas.ready && model_waiting(app).is_none();
-            let components = std::iter::once(("gateway", &observed.gateway)).chain(observed.applications.iter().map(|(k, v)| (k.as_str(), v)));
+            let components = std::iter::once(("gateway", &observed.gateway))
+                .chain(observed.applications.iter().map(|(k, v)| (k.as_str(), v)));
             let waiting: Vec<(&str, &Health)> = components.filter(|(name, h)| !app_ready(name, h)).collect();
             let ready_apps = observed.applications.iter().filter(|(k, h)| app_ready(k, h)).count();
             let fine = (false, Reason::AsExpected, "all objects applied".to_string());
@@ -111,11 +129,19 @@ fn verdicts(outcome: &Outcome) -> [Verdict; 3] {
                 let m = format!("{ready_apps}/{} applications and the gateway are ready", observed.applications.len());
                 return [(true, Reason::Ready, m.clone()), (false, Reason::Ready, m), fine];
             }
-            let unschedulable: Vec<String> =
-                waiting.iter().filter_map(|(name, h)| h.problem.as_ref().filter(|p| p.unschedulable).map(|p| format!("{name}: {}", p.message))).collect();
+            let unschedulable: Vec<String> = waiting
+                .iter()
+                .filter_map(|(name, h)| {
+                    h.problem.as_ref().filter(|p| p.unschedulable).map(|p| format!("{name}: {}", p.message))
+                })
+                .collect();
             if !unschedulable.is_empty() {
                 let m = format!("pods cannot be scheduled: {}", unschedulable.join("; "));
-                return [(false, Reason::Unschedulable, m.clone()), (true, Reason::Unschedulable, m.clone()), (true, Reason::Unschedulable, m)];
+                return [
+                    (false, Reason::Unschedulable, m.clone()),
+                    (true, Reason::Unschedulable, m.clone()),
+                    (true, Reason::Unschedulable, m),
+                ];
             }
             let described: Vec<String> = waiting
                 .iter()
@@ -153,14 +179,21 @@ pub fn next_status(r: &Report) -> ModelOrchestraStatus {
             }
         })
         .collect();
-    let mut next =
-        ModelOrchestraStatus { observed_generation: r.generation, conditions, operator_version: Some(r.operator_version.into()), ..r.previous.clone() };
+    let mut next = ModelOrchestraStatus {
+        observed_generation: r.generation,
+        conditions,
+        operator_version: Some(r.operator_version.into()),
+        ..r.previous.clone()
+    };
     if let Outcome::Applied { observed, hash } = r.outcome {
         let apps: BTreeMap<String, ApplicationStatus> = observed
             .applications
             .iter()
             .map(|(k, h)| {
-                let model = observed.models.get(k).map(|d| model_status(r.previous.applications.get(k).and_then(|a| a.model.as_ref()), d, r.now));
+                let model = observed
+                    .models
+                    .get(k)
+                    .map(|d| model_status(r.previous.applications.get(k).and_then(|a| a.model.as_ref()), d, r.now));
                 let ready = h.replicas.ready && model.as_ref().is_none_or(|m| m.phase == ModelPhase::Ready);
                 (k.clone(), ApplicationStatus { ready, model, ..h.replicas.clone() })
             })
@@ -185,7 +218,14 @@ fn model_status(previous: Option<&ModelStatus>, d: &Download, now: &Time) -> Mod
         Some(p) if p.phase == d.phase && p.job == d.job => p.since.clone(),
         _ => Some(now.clone()),
     };
-    ModelStatus { phase: d.phase, message: d.message.clone(), since, job: d.job.clone(), refresh: d.refresh.clone(), serving: d.serving.clone() }
+    ModelStatus {
+        phase: d.phase,
+        message: d.message.clone(),
+        since,
+        job: d.job.clone(),
+        refresh: d.refresh.clone(),
+        serving: d.serving.clone(),
+    }
 }
 
 /// The condition of `type_`, if set.
@@ -207,7 +247,10 @@ mod tests {
     }
 
     fn health(ready: bool) -> Health {
-        Health { replicas: ApplicationStatus { ready_replicas: i32::from(ready), desired_replicas: 1, ready, model: None }, problem: None }
+        Health {
+            replicas: ApplicationStatus { ready_replicas: i32::from(ready), desired_replicas: 1, ready, model: None },
+            problem: None,
+        }
     }
 
     fn applied(ready: bool) -> Outcome {
@@ -221,7 +264,13 @@ mod tests {
     }
 
     fn next(previous: &ModelOrchestraStatus, generation: i64, outcome: &Outcome, now: i64) -> ModelOrchestraStatus {
-        next_status(&Report { previous, generation: Some(generation), outcome, operator_version: "0.1.0", now: &at(now) })
+        next_status(&Report {
+            previous,
+            generation: Some(generation),
+            outcome,
+            operator_version: "0.1.0",
+            now: &at(now),
+        })
     }
 
     fn status_of(s: &ModelOrchestraStatus, t: ConditionType) -> (String, String) {
@@ -253,13 +302,18 @@ mod tests {
     fn an_unschedulable_application_is_degraded_with_the_schedulers_message() {
         let mut outcome = applied(false);
         if let Outcome::Applied { observed, .. } = &mut outcome {
-            observed.applications.get_mut("chat").unwrap().problem =
-                Some(PodProblem { unschedulable: true, message: "0/4 nodes are available: 4 Insufficient nvidia.com/gpu.".into() });
+            observed.applications.get_mut("chat").unwrap().problem = Some(PodProblem {
+                unschedulable: true,
+                message: "0/4 nodes are available: 4 Insufficient nvidia.com/gpu.".into(),
+            });
         }
         let s = next(&Default::default(), 1, &outcome, 1);
         assert_eq!(status_of(&s, READY), ("False".into(), "Unschedulable".into()));
         assert_eq!(status_of(&s, DEGRADED), ("True".into(), "Unschedulable".into()));
-        assert_eq!(condition(&s, READY).unwrap().message, "pods cannot be scheduled: chat: 0/4 nodes are available: 4 Insufficient nvidia.com/gpu.");
+        assert_eq!(
+            condition(&s, READY).unwrap().message,
+            "pods cannot be scheduled: chat: 0/4 nodes are available: 4 Insufficient nvidia.com/gpu."
+        );
     }
 
     #[test]
@@ -303,7 +357,13 @@ mod tests {
     fn with_model(phase: ModelPhase, message: &str, refresh: Option<&str>) -> Outcome {
         let mut outcome = applied(true);
         if let Outcome::Applied { observed, .. } = &mut outcome {
-            let download = Download { job: "chat-dl-1".into(), phase, message: message.into(), refresh: refresh.map(str::to_string), serving: None };
+            let download = Download {
+                job: "chat-dl-1".into(),
+                phase,
+                message: message.into(),
+                refresh: refresh.map(str::to_string),
+                serving: None,
+            };
             observed.models.insert("chat".into(), download);
             observed.refresh = refresh.map(str::to_string);
         }
@@ -312,10 +372,18 @@ mod tests {
 
     #[test]
     fn a_failed_download_is_model_download_failed_and_degraded_with_its_message() {
-        let s = next(&Default::default(), 1, &with_model(ModelPhase::Failed, "Job chat-dl-1: BackoffLimitExceeded", None), 1);
+        let s = next(
+            &Default::default(),
+            1,
+            &with_model(ModelPhase::Failed, "Job chat-dl-1: BackoffLimitExceeded", None),
+            1,
+        );
         assert_eq!(status_of(&s, READY), ("False".into(), "ModelDownloadFailed".into()));
         assert_eq!(status_of(&s, DEGRADED), ("True".into(), "ModelDownloadFailed".into()));
-        assert_eq!(condition(&s, READY).unwrap().message, "model download failed: chat: Job chat-dl-1: BackoffLimitExceeded");
+        assert_eq!(
+            condition(&s, READY).unwrap().message,
+            "model download failed: chat: Job chat-dl-1: BackoffLimitExceeded"
+        );
         let model = s.applications["chat"].model.clone().unwrap();
         assert_eq!((model.phase, model.job.as_str()), (ModelPhase::Failed, "chat-dl-1"));
         assert!(!s.applications["chat"].ready);
@@ -323,9 +391,13 @@ mod tests {
 
     #[test]
     fn an_application_whose_model_is_downloading_is_not_ready_and_says_so() {
-        let s = next(&Default::default(), 1, &with_model(ModelPhase::Downloading, "Job chat-dl-1 is downloading", None), 1);
+        let s =
+            next(&Default::default(), 1, &with_model(ModelPhase::Downloading, "Job chat-dl-1 is downloading", None), 1);
         assert_eq!(status_of(&s, READY), ("False".into(), "ApplicationsNotReady".into()));
-        assert_eq!(condition(&s, READY).unwrap().message, "waiting for chat (model Downloading: Job chat-dl-1 is downloading)");
+        assert_eq!(
+            condition(&s, READY).unwrap().message,
+            "waiting for chat (model Downloading: Job chat-dl-1 is downloading)"
+        );
         assert_eq!(s.applications_ready.as_deref(), Some("0/1"));
     }
 

@@ -22,10 +22,18 @@ use crate::chart::resolve::{PodValues, Resolved};
 use crate::error::InputError;
 
 /// Checks every value of `values` (resolved from `spec`).
-pub(crate) fn resolved(values: &Resolved, spec: &ModelOrchestraSpec, contract: crate::chart::Contract) -> Result<(), InputError> {
+pub(crate) fn resolved(
+    values: &Resolved,
+    spec: &ModelOrchestraSpec,
+    contract: crate::chart::Contract,
+) -> Result<(), InputError> {
     bounds::spec(spec)?;
     names_of(values)?;
-    let gateway = Origin { own: "spec.gateway".into(), own_set: spec.gateway.as_ref().map(|g| set_fields_gateway(g)), template: None };
+    let gateway = Origin {
+        own: "spec.gateway".into(),
+        own_set: spec.gateway.as_ref().map(|g| set_fields_gateway(g)),
+        template: None,
+    };
     component(&values.gateway.pod, &gateway)?;
     let template_set = spec.application_template.as_ref().map(set_fields);
     pod::env_list(&values.template_env, "spec.applicationTemplate.env")?;
@@ -56,10 +64,16 @@ pub(crate) fn resolved(values: &Resolved, spec: &ModelOrchestraSpec, contract: c
 /// takes (the chart's `config` and `dshm`, the user's `volumes`).
 fn models_volume(volume: &k8s_openapi::api::core::v1::Volume, pod: &PodValues, field: &str) -> Result<(), InputError> {
     if !names::is_dns_label(&volume.name) {
-        return Err(InputError::new(format!("{field}.name"), format!("`{}` is not {}", volume.name, names::DNS_LABEL_RULE)));
+        return Err(InputError::new(
+            format!("{field}.name"),
+            format!("`{}` is not {}", volume.name, names::DNS_LABEL_RULE),
+        ));
     }
     if ["config", "dshm"].contains(&volume.name.as_str()) || pod.volumes.iter().any(|v| v.name == volume.name) {
-        return Err(InputError::new(format!("{field}.name"), format!("`{}` is the name of another volume of the pod; choose another", volume.name)));
+        return Err(InputError::new(
+            format!("{field}.name"),
+            format!("`{}` is the name of another volume of the pod; choose another", volume.name),
+        ));
     }
     Ok(())
 }
@@ -69,15 +83,24 @@ fn scaled_object(s: &crate::chart::resolve::ScalingSettings, field: &str) -> Res
     check_annotations(&s.annotations, &format!("{field}.annotations"))?;
     let spec = &s.spec;
     if let Some(p) = spec.polling_interval.filter(|p| *p < 1) {
-        return Err(InputError::new(format!("{field}.spec.pollingInterval"), format!("{p} is less than KEDA's minimum 1")));
+        return Err(InputError::new(
+            format!("{field}.spec.pollingInterval"),
+            format!("{p} is less than KEDA's minimum 1"),
+        ));
     }
     if let Some(max) = spec.max_replica_count.filter(|m| *m < 1) {
-        return Err(InputError::new(format!("{field}.spec.maxReplicaCount"), format!("{max} is less than KEDA's minimum 1")));
+        return Err(InputError::new(
+            format!("{field}.spec.maxReplicaCount"),
+            format!("{max} is less than KEDA's minimum 1"),
+        ));
     }
     // KEDA's own default maximum is 100.
     let max = spec.max_replica_count.unwrap_or(100);
     if let Some(min) = spec.min_replica_count.filter(|m| *m > max) {
-        return Err(InputError::new(format!("{field}.spec.minReplicaCount"), format!("{min} is greater than maxReplicaCount ({max})")));
+        return Err(InputError::new(
+            format!("{field}.spec.minReplicaCount"),
+            format!("{min} is greater than maxReplicaCount ({max})"),
+        ));
     }
     Ok(())
 }
@@ -87,16 +110,25 @@ fn names_of(values: &Resolved) -> Result<(), InputError> {
     let mut seen = std::collections::HashSet::new();
     for (i, s) in values.image_pull_secrets.iter().enumerate() {
         if !s.name.is_empty() && !names::is_dns_subdomain(&s.name) {
-            return Err(InputError::new(format!("spec.imagePullSecrets[{i}].name"), format!("`{}` is not {}", s.name, names::DNS_SUBDOMAIN_RULE)));
+            return Err(InputError::new(
+                format!("spec.imagePullSecrets[{i}].name"),
+                format!("`{}` is not {}", s.name, names::DNS_SUBDOMAIN_RULE),
+            ));
         }
         // Server-side apply merges the list by name.
         if !seen.insert(&s.name) {
-            return Err(InputError::new(format!("spec.imagePullSecrets[{i}].name"), format!("`{}` is listed twice", s.name)));
+            return Err(InputError::new(
+                format!("spec.imagePullSecrets[{i}].name"),
+                format!("`{}` is listed twice", s.name),
+            ));
         }
     }
     let sa = &values.service_account;
     if !sa.name.is_empty() && !names::is_dns_subdomain(&sa.name) {
-        return Err(InputError::new("spec.serviceAccount.name", format!("`{}` is not a valid ServiceAccount name ({})", sa.name, names::DNS_SUBDOMAIN_RULE)));
+        return Err(InputError::new(
+            "spec.serviceAccount.name",
+            format!("`{}` is not a valid ServiceAccount name ({})", sa.name, names::DNS_SUBDOMAIN_RULE),
+        ));
     }
     check_annotations(&sa.annotations, "spec.serviceAccount.annotations")
 }
@@ -174,7 +206,10 @@ fn set_fields_gateway(g: &crate::api::Gateway) -> Vec<&'static str> {
 pub(crate) fn check_labels(labels: &BTreeMap<String, String>, field: &str) -> Result<(), InputError> {
     for (k, v) in labels {
         if !names::is_qualified_name(k) {
-            return Err(InputError::new(format!("{field}.{k}"), format!("the key is not {}", names::QUALIFIED_NAME_RULE)));
+            return Err(InputError::new(
+                format!("{field}.{k}"),
+                format!("the key is not {}", names::QUALIFIED_NAME_RULE),
+            ));
         }
         if !names::is_label_value(v) {
             return Err(InputError::new(format!("{field}.{k}"), format!("`{v}` is not {}", names::LABEL_VALUE_RULE)));
@@ -187,7 +222,10 @@ pub(crate) fn check_labels(labels: &BTreeMap<String, String>, field: &str) -> Re
 pub(crate) fn check_annotations(annotations: &BTreeMap<String, String>, field: &str) -> Result<(), InputError> {
     for k in annotations.keys() {
         if !names::is_qualified_name(k) {
-            return Err(InputError::new(format!("{field}.{k}"), format!("the key is not {}", names::QUALIFIED_NAME_RULE)));
+            return Err(InputError::new(
+                format!("{field}.{k}"),
+                format!("the key is not {}", names::QUALIFIED_NAME_RULE),
+            ));
         }
     }
     let size: usize = annotations.iter().map(|(k, v)| k.len() + v.len()).sum();

@@ -65,7 +65,11 @@ pub fn is_env_var_name(s: &str) -> bool {
 
 /// A ConfigMap or Secret key: `[-._a-zA-Z0-9]+`, at most 253, not `.` or `..`.
 pub fn is_config_key(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 253 && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.')) && s != "." && s != ".."
+    !s.is_empty()
+        && s.len() <= 253
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        && s != "."
+        && s != ".."
 }
 
 /// An HTTP header name (an RFC 7230 token).
@@ -74,10 +78,13 @@ pub fn is_http_header_name(s: &str) -> bool {
 }
 
 /// What a name that fails [`is_dns_label`] should look like, for messages.
-pub const DNS_LABEL_RULE: &str = "a DNS label: at most 63 lower-case letters, digits and `-`, starting and ending with a letter or digit";
+pub const DNS_LABEL_RULE: &str =
+    "a DNS label: at most 63 lower-case letters, digits and `-`, starting and ending with a letter or digit";
 pub const DNS_SUBDOMAIN_RULE: &str = "a DNS subdomain: dot-separated DNS labels, at most 253 characters";
-pub const LABEL_VALUE_RULE: &str = "a label value: at most 63 of A-Z a-z 0-9 - _ ., starting and ending with a letter or digit";
-pub const QUALIFIED_NAME_RULE: &str = "a qualified name ([prefix/]name: a DNS subdomain, `/`, then a label value that is not empty)";
+pub const LABEL_VALUE_RULE: &str =
+    "a label value: at most 63 of A-Z a-z 0-9 - _ ., starting and ending with a letter or digit";
+pub const QUALIFIED_NAME_RULE: &str =
+    "a qualified name ([prefix/]name: a DNS subdomain, `/`, then a label value that is not empty)";
 pub const PORT_NAME_RULE: &str = "an IANA service name: 1–15 lower-case letters, digits and `-`, with a letter, no `--`, not starting or ending with `-`";
 
 #[cfg(test)]

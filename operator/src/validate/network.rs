@@ -31,10 +31,16 @@ pub(super) fn service(s: &ServiceSettings, field: &str) -> Result<(), InputError
     for (i, p) in s.ports.iter().enumerate() {
         let at = format!("{field}.ports[{i}]");
         match p.name.as_deref().filter(|n| !n.is_empty()) {
-            None if s.ports.len() > 1 => return err(format!("{at}.name"), "required when a Service has more than one port"),
+            None if s.ports.len() > 1 => {
+                return err(format!("{at}.name"), "required when a Service has more than one port")
+            }
             None => {}
-            Some(name) if !is_dns_label(name) => return err(format!("{at}.name"), format!("`{name}` is not {}", names::DNS_LABEL_RULE)),
-            Some(name) if !names.insert(name) => return err(format!("{at}.name"), format!("`{name}` is used by another port")),
+            Some(name) if !is_dns_label(name) => {
+                return err(format!("{at}.name"), format!("`{name}` is not {}", names::DNS_LABEL_RULE))
+            }
+            Some(name) if !names.insert(name) => {
+                return err(format!("{at}.name"), format!("`{name}` is used by another port"))
+            }
             Some(_) => {}
         }
         if !(1..=65535).contains(&p.port) {
@@ -54,10 +60,17 @@ pub(super) fn service(s: &ServiceSettings, field: &str) -> Result<(), InputError
         }
         match p.node_port.filter(|n| *n != 0) {
             Some(_) if !exposes_node_ports => {
-                return err(format!("{at}.nodePort"), "only a NodePort or LoadBalancer Service has node ports: remove it or set service.type")
+                return err(
+                    format!("{at}.nodePort"),
+                    "only a NodePort or LoadBalancer Service has node ports: remove it or set service.type",
+                )
             }
-            Some(n) if !NODE_PORTS.contains(&n) => return err(format!("{at}.nodePort"), format!("{n} is outside the node port range 30000–32767")),
-            Some(n) if !node_ports.insert(n) => return err(format!("{at}.nodePort"), format!("{n} is used by another port")),
+            Some(n) if !NODE_PORTS.contains(&n) => {
+                return err(format!("{at}.nodePort"), format!("{n} is outside the node port range 30000–32767"))
+            }
+            Some(n) if !node_ports.insert(n) => {
+                return err(format!("{at}.nodePort"), format!("{n} is used by another port"))
+            }
             _ => {}
         }
     }

@@ -5,13 +5,15 @@
 use std::collections::{BTreeMap, HashSet};
 
 use k8s_openapi::api::core::v1::{
-    Affinity, ContainerPort, EnvVar, NodeSelectorRequirement, NodeSelectorTerm, PodAffinityTerm, PodSecurityContext, Probe, ResourceRequirements,
-    SecurityContext, Toleration, Volume, VolumeMount,
+    Affinity, ContainerPort, EnvVar, NodeSelectorRequirement, NodeSelectorTerm, PodAffinityTerm, PodSecurityContext,
+    Probe, ResourceRequirements, SecurityContext, Toleration, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::names::{self, is_config_key, is_dns_label, is_dns_subdomain, is_env_var_name, is_port_name, is_qualified_name};
+use super::names::{
+    self, is_config_key, is_dns_label, is_dns_subdomain, is_env_var_name, is_port_name, is_qualified_name,
+};
 use super::{check_annotations, check_labels, quantity, Origin};
 use crate::chart::resolve::PodValues;
 use crate::error::InputError;
@@ -73,14 +75,22 @@ pub(super) fn env_list(env: &[EnvVar], field: &str) -> Result<(), InputError> {
 /// One env var (`field` is its path, e.g. `spec.gateway.env[0]`).
 pub(super) fn env_var(e: &EnvVar, field: &str) -> Result<(), InputError> {
     if !is_env_var_name(&e.name) {
-        return err(format!("{field}.name"), format!("`{}` is not an environment variable name (printable ASCII characters other than `=`)", e.name));
+        return err(
+            format!("{field}.name"),
+            format!("`{}` is not an environment variable name (printable ASCII characters other than `=`)", e.name),
+        );
     }
     let Some(from) = &e.value_from else { return Ok(()) };
     if e.value.as_deref().is_some_and(|v| !v.is_empty()) {
         return err(format!("{field}.valueFrom"), "may not be set when `value` is not empty");
     }
     let field = format!("{field}.valueFrom");
-    let sources = [from.field_ref.is_some(), from.resource_field_ref.is_some(), from.config_map_key_ref.is_some(), from.secret_key_ref.is_some()];
+    let sources = [
+        from.field_ref.is_some(),
+        from.resource_field_ref.is_some(),
+        from.config_map_key_ref.is_some(),
+        from.secret_key_ref.is_some(),
+    ];
     match sources.iter().filter(|s| **s).count() {
         0 => return err(&field, "must set one of fieldRef, resourceFieldRef, configMapKeyRef or secretKeyRef"),
         1 => {}
@@ -98,11 +108,17 @@ pub(super) fn env_var(e: &EnvVar, field: &str) -> Result<(), InputError> {
             "status.podIP",
             "status.podIPs",
         ];
-        let labelled = ["metadata.labels['", "metadata.annotations['"].iter().any(|p| r.field_path.starts_with(p) && r.field_path.ends_with("']"));
+        let labelled = ["metadata.labels['", "metadata.annotations['"]
+            .iter()
+            .any(|p| r.field_path.starts_with(p) && r.field_path.ends_with("']"));
         if !PATHS.contains(&r.field_path.as_str()) && !labelled {
             return err(
                 format!("{field}.fieldRef.fieldPath"),
-                format!("`{}` is not supported: one of {}, or metadata.labels['KEY'] / metadata.annotations['KEY']", r.field_path, PATHS.join(", ")),
+                format!(
+                    "`{}` is not supported: one of {}, or metadata.labels['KEY'] / metadata.annotations['KEY']",
+                    r.field_path,
+                    PATHS.join(", ")
+                ),
             );
         }
         if r.api_version.as_deref().is_some_and(|v| v != "v1") {
@@ -110,16 +126,29 @@ pub(super) fn env_var(e: &EnvVar, field: &str) -> Result<(), InputError> {
         }
     }
     if let Some(r) = &from.resource_field_ref {
-        const RESOURCES: [&str; 6] =
-            ["limits.cpu", "limits.memory", "limits.ephemeral-storage", "requests.cpu", "requests.memory", "requests.ephemeral-storage"];
+        const RESOURCES: [&str; 6] = [
+            "limits.cpu",
+            "limits.memory",
+            "limits.ephemeral-storage",
+            "requests.cpu",
+            "requests.memory",
+            "requests.ephemeral-storage",
+        ];
         if !RESOURCES.contains(&r.resource.as_str()) {
-            return err(format!("{field}.resourceFieldRef.resource"), format!("`{}` is not supported: one of {}", r.resource, RESOURCES.join(", ")));
+            return err(
+                format!("{field}.resourceFieldRef.resource"),
+                format!("`{}` is not supported: one of {}", r.resource, RESOURCES.join(", ")),
+            );
         }
         if r.container_name.as_deref().is_some_and(|c| !c.is_empty()) {
-            return err(format!("{field}.resourceFieldRef.containerName"), "leave it out: the pod has one container, which the chart names");
+            return err(
+                format!("{field}.resourceFieldRef.containerName"),
+                "leave it out: the pod has one container, which the chart names",
+            );
         }
         if let Some(d) = &r.divisor {
-            let parsed = quantity::parse(&d.0).map_err(|m| InputError::new(format!("{field}.resourceFieldRef.divisor"), m))?;
+            let parsed =
+                quantity::parse(&d.0).map_err(|m| InputError::new(format!("{field}.resourceFieldRef.divisor"), m))?;
             if parsed.value <= 0.0 {
                 return err(format!("{field}.resourceFieldRef.divisor"), "must be positive");
             }
@@ -128,7 +157,10 @@ pub(super) fn env_var(e: &EnvVar, field: &str) -> Result<(), InputError> {
     let key_ref = |name: Option<&str>, key: &str, kind: &str, path: String| -> Result<(), InputError> {
         let name = name.unwrap_or_default();
         if !is_dns_subdomain(name) {
-            return err(format!("{path}.name"), format!("`{name}` is not a valid {kind} name ({})", names::DNS_SUBDOMAIN_RULE));
+            return err(
+                format!("{path}.name"),
+                format!("`{name}` is not a valid {kind} name ({})", names::DNS_SUBDOMAIN_RULE),
+            );
         }
         if !is_config_key(key) {
             return err(format!("{path}.key"), format!("`{key}` is not a valid key (letters, digits, `-`, `_`, `.`)"));
@@ -172,7 +204,10 @@ fn ports(ports: &[ContainerPort], field: &str) -> Result<(), InputError> {
         }
         protocol(p.protocol.as_deref(), &format!("{at}.protocol"))?;
         if !keys.insert((p.container_port, p.protocol.as_deref().unwrap_or("TCP"))) {
-            return err(format!("{at}.containerPort"), format!("{} ({}) is declared twice", p.container_port, p.protocol.as_deref().unwrap_or("TCP")));
+            return err(
+                format!("{at}.containerPort"),
+                format!("{} ({}) is declared twice", p.container_port, p.protocol.as_deref().unwrap_or("TCP")),
+            );
         }
         if let Some(ip) = p.host_ip.as_deref().filter(|ip| !ip.is_empty()) {
             if ip.parse::<std::net::IpAddr>().is_err() {
@@ -229,7 +264,10 @@ fn probe(p: &Probe, field: &str, liveness: bool) -> Result<(), InputError> {
         }
         for (i, header) in h.http_headers.iter().flatten().enumerate() {
             if !names::is_http_header_name(&header.name) {
-                return err(format!("{field}.httpGet.httpHeaders[{i}].name"), format!("`{}` is not an HTTP header name", header.name));
+                return err(
+                    format!("{field}.httpGet.httpHeaders[{i}].name"),
+                    format!("`{}` is not an HTTP header name", header.name),
+                );
             }
         }
     }
@@ -250,8 +288,12 @@ fn probe(p: &Probe, field: &str, liveness: bool) -> Result<(), InputError> {
         return err(format!("{field}.successThreshold"), "must be 1 for a liveness probe");
     }
     match p.termination_grace_period_seconds {
-        Some(_) if !liveness => err(format!("{field}.terminationGracePeriodSeconds"), "must not be set for a readiness probe"),
-        Some(s) if s <= 0 => err(format!("{field}.terminationGracePeriodSeconds"), format!("{s} must be greater than 0")),
+        Some(_) if !liveness => {
+            err(format!("{field}.terminationGracePeriodSeconds"), "must not be set for a readiness probe")
+        }
+        Some(s) if s <= 0 => {
+            err(format!("{field}.terminationGracePeriodSeconds"), format!("{s} must be greater than 0"))
+        }
         _ => Ok(()),
     }
 }
@@ -276,7 +318,8 @@ fn resources(r: &ResourceRequirements, field: &str) -> Result<(), InputError> {
             let qualified = is_qualified_name(name) && (standard || name.contains('/'));
             if !qualified
                 || name.starts_with("kubernetes.io/")
-                || (name.contains('/') && name.split('/').next().is_some_and(|d| d == "kubernetes.io" || d.ends_with(".kubernetes.io")))
+                || (name.contains('/')
+                    && name.split('/').next().is_some_and(|d| d == "kubernetes.io" || d.ends_with(".kubernetes.io")))
             {
                 return err(&at, "not a resource name: cpu, memory, ephemeral-storage, hugepages-<size>, or an extended resource such as nvidia.com/gpu");
             }
@@ -361,12 +404,18 @@ fn volumes(volumes: &[Volume], mounts: &[VolumeMount], at: &Origin) -> Result<()
         }
         if let Some(p) = m.mount_propagation.as_deref() {
             if !["None", "HostToContainer", "Bidirectional"].contains(&p) {
-                return err(format!("{path}.mountPropagation"), format!("`{p}` is not supported: None, HostToContainer or Bidirectional"));
+                return err(
+                    format!("{path}.mountPropagation"),
+                    format!("`{p}` is not supported: None, HostToContainer or Bidirectional"),
+                );
             }
         }
         if let Some(r) = m.recursive_read_only.as_deref() {
             if !["Disabled", "IfPossible", "Enabled"].contains(&r) {
-                return err(format!("{path}.recursiveReadOnly"), format!("`{r}` is not supported: Disabled, IfPossible or Enabled"));
+                return err(
+                    format!("{path}.recursiveReadOnly"),
+                    format!("`{r}` is not supported: Disabled, IfPossible or Enabled"),
+                );
             }
             if r != "Disabled" && m.read_only != Some(true) {
                 return err(format!("{path}.recursiveReadOnly"), "needs readOnly: true");
@@ -378,7 +427,10 @@ fn volumes(volumes: &[Volume], mounts: &[VolumeMount], at: &Origin) -> Result<()
 
 /// Exactly one source, and the common sources' own rules.
 fn volume_source(v: &Volume, path: &str) -> Result<(), InputError> {
-    let sources = serde_json::to_value(v).ok().and_then(|v| v.as_object().map(|o| o.keys().filter(|k| *k != "name").count())).unwrap_or(0);
+    let sources = serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_object().map(|o| o.keys().filter(|k| *k != "name").count()))
+        .unwrap_or(0);
     match sources {
         0 => return err(path, "must set a volume source (emptyDir, configMap, secret, persistentVolumeClaim, …)"),
         1 => {}
@@ -387,7 +439,10 @@ fn volume_source(v: &Volume, path: &str) -> Result<(), InputError> {
     if let Some(e) = &v.empty_dir {
         if let Some(m) = e.medium.as_deref().filter(|m| !m.is_empty()) {
             if m != "Memory" && !m.starts_with("HugePages") {
-                return err(format!("{path}.emptyDir.medium"), format!("`{m}` is not supported: empty, Memory or HugePages"));
+                return err(
+                    format!("{path}.emptyDir.medium"),
+                    format!("`{m}` is not supported: empty, Memory or HugePages"),
+                );
             }
         }
         if let Some(size) = &e.size_limit {
@@ -410,7 +465,10 @@ fn volume_source(v: &Volume, path: &str) -> Result<(), InputError> {
     }
     if let Some(c) = &v.persistent_volume_claim {
         if !is_dns_subdomain(&c.claim_name) {
-            return err(format!("{path}.persistentVolumeClaim.claimName"), format!("`{}` is not {}", c.claim_name, names::DNS_SUBDOMAIN_RULE));
+            return err(
+                format!("{path}.persistentVolumeClaim.claimName"),
+                format!("`{}` is not {}", c.claim_name, names::DNS_SUBDOMAIN_RULE),
+            );
         }
     }
     if let Some(h) = &v.host_path {
@@ -421,7 +479,8 @@ fn volume_source(v: &Volume, path: &str) -> Result<(), InputError> {
             return err(format!("{path}.hostPath.path"), "must not contain `..`");
         }
         if let Some(t) = h.type_.as_deref().filter(|t| !t.is_empty()) {
-            const TYPES: [&str; 7] = ["DirectoryOrCreate", "Directory", "FileOrCreate", "File", "Socket", "CharDevice", "BlockDevice"];
+            const TYPES: [&str; 7] =
+                ["DirectoryOrCreate", "Directory", "FileOrCreate", "File", "Socket", "CharDevice", "BlockDevice"];
             if !TYPES.contains(&t) {
                 return err(format!("{path}.hostPath.type"), format!("`{t}` is not supported: {}", TYPES.join(", ")));
             }
@@ -435,17 +494,30 @@ fn security_context(c: &SecurityContext, field: &str) -> Result<(), InputError> 
     if c.privileged == Some(true) && c.allow_privilege_escalation == Some(false) {
         return err(format!("{field}.allowPrivilegeEscalation"), "cannot be false when privileged is true");
     }
-    let sys_admin = c.capabilities.as_ref().and_then(|caps| caps.add.as_ref()).is_some_and(|add| add.iter().any(|c| c == "SYS_ADMIN" || c == "CAP_SYS_ADMIN"));
+    let sys_admin = c
+        .capabilities
+        .as_ref()
+        .and_then(|caps| caps.add.as_ref())
+        .is_some_and(|add| add.iter().any(|c| c == "SYS_ADMIN" || c == "CAP_SYS_ADMIN"));
     if sys_admin && c.allow_privilege_escalation == Some(false) {
-        return err(format!("{field}.allowPrivilegeEscalation"), "cannot be false when the SYS_ADMIN capability is added");
+        return err(
+            format!("{field}.allowPrivilegeEscalation"),
+            "cannot be false when the SYS_ADMIN capability is added",
+        );
     }
     if let Some(p) = c.proc_mount.as_deref() {
         if !["Default", "Unmasked"].contains(&p) {
             return err(format!("{field}.procMount"), format!("`{p}` is not supported: Default or Unmasked"));
         }
     }
-    profile(c.seccomp_profile.as_ref().map(|p| (p.type_.as_str(), p.localhost_profile.as_deref())), &format!("{field}.seccompProfile"))?;
-    profile(c.app_armor_profile.as_ref().map(|p| (p.type_.as_str(), p.localhost_profile.as_deref())), &format!("{field}.appArmorProfile"))
+    profile(
+        c.seccomp_profile.as_ref().map(|p| (p.type_.as_str(), p.localhost_profile.as_deref())),
+        &format!("{field}.seccompProfile"),
+    )?;
+    profile(
+        c.app_armor_profile.as_ref().map(|p| (p.type_.as_str(), p.localhost_profile.as_deref())),
+        &format!("{field}.appArmorProfile"),
+    )
 }
 
 fn pod_security_context(c: &PodSecurityContext, field: &str) -> Result<(), InputError> {
@@ -462,18 +534,30 @@ fn pod_security_context(c: &PodSecurityContext, field: &str) -> Result<(), Input
     }
     if let Some(p) = c.fs_group_change_policy.as_deref() {
         if !["OnRootMismatch", "Always"].contains(&p) {
-            return err(format!("{field}.fsGroupChangePolicy"), format!("`{p}` is not supported: OnRootMismatch or Always"));
+            return err(
+                format!("{field}.fsGroupChangePolicy"),
+                format!("`{p}` is not supported: OnRootMismatch or Always"),
+            );
         }
     }
     for (i, s) in c.sysctls.iter().flatten().enumerate() {
         let valid = !s.name.is_empty()
-            && s.name.split(['.', '/']).all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-'));
+            && s.name.split(['.', '/']).all(|p| {
+                !p.is_empty()
+                    && p.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+            });
         if !valid {
             return err(format!("{field}.sysctls[{i}].name"), format!("`{}` is not a sysctl name", s.name));
         }
     }
-    profile(c.seccomp_profile.as_ref().map(|p| (p.type_.as_str(), p.localhost_profile.as_deref())), &format!("{field}.seccompProfile"))?;
-    profile(c.app_armor_profile.as_ref().map(|p| (p.type_.as_str(), p.localhost_profile.as_deref())), &format!("{field}.appArmorProfile"))
+    profile(
+        c.seccomp_profile.as_ref().map(|p| (p.type_.as_str(), p.localhost_profile.as_deref())),
+        &format!("{field}.seccompProfile"),
+    )?;
+    profile(
+        c.app_armor_profile.as_ref().map(|p| (p.type_.as_str(), p.localhost_profile.as_deref())),
+        &format!("{field}.appArmorProfile"),
+    )
 }
 
 fn ids(user: Option<i64>, group: Option<i64>, field: &str) -> Result<(), InputError> {
@@ -489,7 +573,10 @@ fn ids(user: Option<i64>, group: Option<i64>, field: &str) -> Result<(), InputEr
 fn profile(p: Option<(&str, Option<&str>)>, field: &str) -> Result<(), InputError> {
     let Some((type_, local)) = p else { return Ok(()) };
     if !["RuntimeDefault", "Unconfined", "Localhost"].contains(&type_) {
-        return err(format!("{field}.type"), format!("`{type_}` is not supported: RuntimeDefault, Unconfined or Localhost"));
+        return err(
+            format!("{field}.type"),
+            format!("`{type_}` is not supported: RuntimeDefault, Unconfined or Localhost"),
+        );
     }
     match (type_ == "Localhost", local.is_some_and(|l| !l.is_empty())) {
         (true, false) => err(format!("{field}.localhostProfile"), "must be set when type is Localhost"),
@@ -512,14 +599,21 @@ fn tolerations(tolerations: &[Toleration], field: &str) -> Result<(), InputError
             return err(format!("{at}.operator"), "must be Exists when key is empty (which matches every taint)");
         }
         match operator {
-            "" | "Equal" if !names::is_label_value(value) => return err(format!("{at}.value"), format!("`{value}` is not {}", names::LABEL_VALUE_RULE)),
+            "" | "Equal" if !names::is_label_value(value) => {
+                return err(format!("{at}.value"), format!("`{value}` is not {}", names::LABEL_VALUE_RULE))
+            }
             "" | "Equal" => {}
-            "Exists" if !value.is_empty() => return err(format!("{at}.value"), "must be empty when operator is Exists"),
+            "Exists" if !value.is_empty() => {
+                return err(format!("{at}.value"), "must be empty when operator is Exists")
+            }
             "Exists" => {}
             other => return err(format!("{at}.operator"), format!("`{other}` is not supported: Equal or Exists")),
         }
         if !effect.is_empty() && !["NoSchedule", "PreferNoSchedule", "NoExecute"].contains(&effect) {
-            return err(format!("{at}.effect"), format!("`{effect}` is not supported: NoSchedule, PreferNoSchedule or NoExecute"));
+            return err(
+                format!("{at}.effect"),
+                format!("`{effect}` is not supported: NoSchedule, PreferNoSchedule or NoExecute"),
+            );
         }
         if t.toleration_seconds.is_some() && effect != "NoExecute" {
             return err(format!("{at}.effect"), "must be NoExecute when tolerationSeconds is set");
@@ -549,13 +643,21 @@ fn affinity(a: &Affinity, field: &str) -> Result<(), InputError> {
     for (name, terms) in [
         (
             "podAffinity",
-            a.pod_affinity.as_ref().map(|p| (&p.required_during_scheduling_ignored_during_execution, &p.preferred_during_scheduling_ignored_during_execution)),
+            a.pod_affinity.as_ref().map(|p| {
+                (
+                    &p.required_during_scheduling_ignored_during_execution,
+                    &p.preferred_during_scheduling_ignored_during_execution,
+                )
+            }),
         ),
         (
             "podAntiAffinity",
-            a.pod_anti_affinity
-                .as_ref()
-                .map(|p| (&p.required_during_scheduling_ignored_during_execution, &p.preferred_during_scheduling_ignored_during_execution)),
+            a.pod_anti_affinity.as_ref().map(|p| {
+                (
+                    &p.required_during_scheduling_ignored_during_execution,
+                    &p.preferred_during_scheduling_ignored_during_execution,
+                )
+            }),
         ),
     ] {
         let Some((required, preferred)) = terms else { continue };
@@ -605,9 +707,15 @@ fn requirement(r: &NodeSelectorRequirement, at: &str, node: bool) -> Result<(), 
     }
     let values = r.values.as_deref().unwrap_or_default();
     match r.operator.as_str() {
-        "In" | "NotIn" if values.is_empty() => err(format!("{at}.values"), "must have at least one value for In and NotIn"),
-        "Exists" | "DoesNotExist" if !values.is_empty() => err(format!("{at}.values"), "must be empty for Exists and DoesNotExist"),
-        "Gt" | "Lt" if node && (values.len() != 1 || values[0].parse::<i64>().is_err()) => err(format!("{at}.values"), "must be one integer for Gt and Lt"),
+        "In" | "NotIn" if values.is_empty() => {
+            err(format!("{at}.values"), "must have at least one value for In and NotIn")
+        }
+        "Exists" | "DoesNotExist" if !values.is_empty() => {
+            err(format!("{at}.values"), "must be empty for Exists and DoesNotExist")
+        }
+        "Gt" | "Lt" if node && (values.len() != 1 || values[0].parse::<i64>().is_err()) => {
+            err(format!("{at}.values"), "must be one integer for Gt and Lt")
+        }
         "In" | "NotIn" | "Exists" | "DoesNotExist" => values.iter().enumerate().try_for_each(|(i, v)| {
             if names::is_label_value(v) {
                 Ok(())
@@ -616,13 +724,22 @@ fn requirement(r: &NodeSelectorRequirement, at: &str, node: bool) -> Result<(), 
             }
         }),
         "Gt" | "Lt" if node => Ok(()),
-        other => err(format!("{at}.operator"), format!("`{other}` is not supported: In, NotIn, Exists, DoesNotExist{}", if node { ", Gt or Lt" } else { "" })),
+        other => err(
+            format!("{at}.operator"),
+            format!(
+                "`{other}` is not supported: In, NotIn, Exists, DoesNotExist{}",
+                if node { ", Gt or Lt" } else { "" }
+            ),
+        ),
     }
 }
 
 fn pod_affinity_term(t: &PodAffinityTerm, path: &str) -> Result<(), InputError> {
     if t.topology_key.is_empty() || !is_qualified_name(&t.topology_key) {
-        return err(format!("{path}.topologyKey"), format!("`{}` is not {}", t.topology_key, names::QUALIFIED_NAME_RULE));
+        return err(
+            format!("{path}.topologyKey"),
+            format!("`{}` is not {}", t.topology_key, names::QUALIFIED_NAME_RULE),
+        );
     }
     if let Some(s) = &t.label_selector {
         label_selector(s, &format!("{path}.labelSelector"))?;

@@ -40,7 +40,11 @@ pub fn cr(spec: &str) -> String {
 }
 
 pub fn find<'a>(objects: &'a [RenderedObject], kind: Kind, name: &str) -> &'a Value {
-    &objects.iter().find(|o| o.kind == kind && o.name == name).unwrap_or_else(|| panic!("no {kind:?} {name}; rendered: {:?}", names(objects))).object
+    &objects
+        .iter()
+        .find(|o| o.kind == kind && o.name == name)
+        .unwrap_or_else(|| panic!("no {kind:?} {name}; rendered: {:?}", names(objects)))
+        .object
 }
 
 pub fn has(objects: &[RenderedObject], kind: Kind, name: &str) -> bool {
@@ -72,13 +76,17 @@ pub fn checksum(deployment: &Value) -> String {
 /// The embedded `v1alpha2` chart.
 pub fn chart_v1alpha2() -> &'static Chart {
     static CHART: OnceLock<Chart> = OnceLock::new();
-    CHART.get_or_init(|| Chart::embedded_for(model_orchestra::chart::Contract::V1alpha2).expect("the embedded v1alpha2 chart loads"))
+    CHART.get_or_init(|| {
+        Chart::embedded_for(model_orchestra::chart::Contract::V1alpha2).expect("the embedded v1alpha2 chart loads")
+    })
 }
 
 /// Renders a `v1alpha2` ModelOrchestra manifest.
 pub fn try_render_v1alpha2(yaml: &str) -> Result<Vec<RenderedObject>, RenderError> {
     match model_orchestra::input::parse_versioned(yaml)? {
-        model_orchestra::input::Versioned::V1alpha2(mo) => model_orchestra::render_v1alpha2(chart_v1alpha2(), &mo, "default"),
+        model_orchestra::input::Versioned::V1alpha2(mo) => {
+            model_orchestra::render_v1alpha2(chart_v1alpha2(), &mo, "default")
+        }
         model_orchestra::input::Versioned::V1alpha1(_) => panic!("not a v1alpha2 manifest"),
     }
 }

@@ -56,7 +56,11 @@ pub struct TempDir(pub PathBuf);
 impl TempDir {
     pub fn new(tag: &str) -> TempDir {
         static SEQ: AtomicU32 = AtomicU32::new(0);
-        let dir = std::env::temp_dir().join(format!("mo-e2e-{tag}-{}-{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed)));
+        let dir = std::env::temp_dir().join(format!(
+            "mo-e2e-{tag}-{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
         std::fs::create_dir_all(&dir).expect("temp dir");
         TempDir(dir)
     }
@@ -83,14 +87,19 @@ impl Cluster {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let slug: String = test.replace('_', "-").chars().take(40).collect();
         let (local, kubeconfig, namespace) = if external_cluster() {
-            (None, PathBuf::from(std::env::var_os("KUBECONFIG").expect("checked")), format!("mo-e2e-{slug}-{}", std::process::id()))
+            (
+                None,
+                PathBuf::from(std::env::var_os("KUBECONFIG").expect("checked")),
+                format!("mo-e2e-{slug}-{}", std::process::id()),
+            )
         } else {
             let local = local_cluster::Cluster::shared();
             (Some(local), local.kubeconfig.clone(), format!("e2e-{slug}"))
         };
         let client = local_cluster::client_for(&kubeconfig).await.expect("admin client");
         let cluster = Cluster { local, kubeconfig, client, namespace, dir: TempDir::new(test) };
-        let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": cluster.namespace, "labels": labels}});
+        let ns =
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": cluster.namespace, "labels": labels}});
         cluster.apply_value(&ns, "namespaces", "", "v1").await;
         install_crd(&cluster.client).await;
         cluster
@@ -109,7 +118,9 @@ impl Cluster {
             Some(ns) => Api::namespaced_with(self.client.clone(), ns, &ar),
             None => Api::all_with(self.client.clone(), &ar),
         };
-        api.patch(name, &PatchParams::apply("e2e").force(), &Patch::Apply(obj)).await.unwrap_or_else(|e| panic!("apply {plural} {name}: {e}"))
+        api.patch(name, &PatchParams::apply("e2e").force(), &Patch::Apply(obj))
+            .await
+            .unwrap_or_else(|e| panic!("apply {plural} {name}: {e}"))
     }
 
     pub fn mo_api(&self) -> Api<DynamicObject> {
@@ -177,7 +188,9 @@ impl Cluster {
     pub async fn wait_reason(&self, name: &str, reason: &str) -> DynamicObject {
         eventually(&format!("{name} has Ready reason {reason}"), || async {
             let cr = self.mo_api().get(name).await.ok()?;
-            (ready_condition(&cr)?["reason"] == reason && cr.data["status"]["observedGeneration"].as_i64() == cr.metadata.generation).then_some(cr)
+            (ready_condition(&cr)?["reason"] == reason
+                && cr.data["status"]["observedGeneration"].as_i64() == cr.metadata.generation)
+                .then_some(cr)
         })
         .await
     }
@@ -191,7 +204,8 @@ impl Cluster {
         }
         eventually(&format!("{name} is applied"), || async {
             let cr = self.mo_api().get(name).await.ok()?;
-            let applied = cr.data["status"]["appliedHash"].is_string() && cr.data["status"]["observedGeneration"].as_i64() == cr.metadata.generation;
+            let applied = cr.data["status"]["appliedHash"].is_string()
+                && cr.data["status"]["observedGeneration"].as_i64() == cr.metadata.generation;
             applied.then_some(cr)
         })
         .await
@@ -237,10 +251,13 @@ impl Cluster {
     pub async fn operator_kubeconfig(&self, routing: &str, server: Option<&str>) -> PathBuf {
         install_operator_rbac(&self.client, routing).await;
         let name = deploy_options(routing).name();
-        let token = local_cluster::kubeconfig::service_account_token(&self.client, OPERATOR_NAMESPACE, &name).await.expect("token");
+        let token = local_cluster::kubeconfig::service_account_token(&self.client, OPERATOR_NAMESPACE, &name)
+            .await
+            .expect("token");
         static SEQ: AtomicU32 = AtomicU32::new(0);
         let path = self.dir.0.join(format!("operator-{routing}-{}.kubeconfig", SEQ.fetch_add(1, Ordering::Relaxed)));
-        local_cluster::kubeconfig::with_token(&self.kubeconfig, &token, server, &self.namespace, &path).expect("operator kubeconfig");
+        local_cluster::kubeconfig::with_token(&self.kubeconfig, &token, server, &self.namespace, &path)
+            .expect("operator kubeconfig");
         path
     }
 
@@ -259,8 +276,14 @@ impl Cluster {
     /// Runs the cluster's kubectl (the pinned version, or the one on PATH for an external
     /// cluster) as the admin, in the test's namespace; returns stdout, or panics with stderr.
     pub fn kubectl(&self, args: &[&str]) -> String {
-        let program = self.local.map_or_else(|| PathBuf::from("kubectl"), |_| local_cluster::tools::bin_dir().join("kubectl"));
-        let out = Command::new(program).args(args).args(["-n", &self.namespace]).env("KUBECONFIG", &self.kubeconfig).output().expect("run kubectl");
+        let program =
+            self.local.map_or_else(|| PathBuf::from("kubectl"), |_| local_cluster::tools::bin_dir().join("kubectl"));
+        let out = Command::new(program)
+            .args(args)
+            .args(["-n", &self.namespace])
+            .env("KUBECONFIG", &self.kubeconfig)
+            .output()
+            .expect("run kubectl");
         assert!(out.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
@@ -308,18 +331,25 @@ async fn install_crd(client: &Client) {
     let mut crds = vec![serde_json::to_value(crd).expect("CRD")];
     for file in ["keda.sh_scaledobjects.yaml", "monitoring.coreos.com_servicemonitors.yaml"] {
         let path = local_cluster::tools::share_dir().join("crds").join(file);
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e} (run scripts/build-go-tools.sh)", path.display()));
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{}: {e} (run scripts/build-go-tools.sh)", path.display()));
         crds.push(serde_yaml::from_str(&text).expect("CRD YAML"));
     }
     for crd in &crds {
         let name = crd["metadata"]["name"].as_str().unwrap();
-        api.patch(name, &PatchParams::apply("e2e").force(), &Patch::Apply(crd)).await.unwrap_or_else(|e| panic!("apply the CRD {name}: {e}"));
+        api.patch(name, &PatchParams::apply("e2e").force(), &Patch::Apply(crd))
+            .await
+            .unwrap_or_else(|e| panic!("apply the CRD {name}: {e}"));
     }
     for crd in &crds {
         let name = crd["metadata"]["name"].as_str().unwrap().to_string();
         eventually(&format!("the CRD {name} is established"), || async {
             let c = api.get(&name).await.ok()?;
-            c.data["status"]["conditions"].as_array()?.iter().any(|c| c["type"] == "Established" && c["status"] == "True").then_some(())
+            c.data["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .any(|c| c["type"] == "Established" && c["status"] == "True")
+                .then_some(())
         })
         .await;
     }
@@ -368,10 +398,18 @@ async fn install_operator_rbac(client: &Client, routing: &str) {
         .unwrap();
         let (ar, caps) = discovery.resolve_gvk(&gvk).expect("a served kind");
         let api: Api<DynamicObject> = match caps.scope {
-            kube::discovery::Scope::Namespaced => Api::namespaced_with(client.clone(), object["metadata"]["namespace"].as_str().unwrap(), &ar),
+            kube::discovery::Scope::Namespaced => {
+                Api::namespaced_with(client.clone(), object["metadata"]["namespace"].as_str().unwrap(), &ar)
+            }
             kube::discovery::Scope::Cluster => Api::all_with(client.clone(), &ar),
         };
-        api.patch(object["metadata"]["name"].as_str().unwrap(), &PatchParams::apply("e2e").force(), &Patch::Apply(&object)).await.expect("apply operator RBAC");
+        api.patch(
+            object["metadata"]["name"].as_str().unwrap(),
+            &PatchParams::apply("e2e").force(),
+            &Patch::Apply(&object),
+        )
+        .await
+        .expect("apply operator RBAC");
     }
     DONE.lock().unwrap().get_or_insert_with(HashSet::new).insert(routing.to_string());
 }
@@ -489,7 +527,8 @@ impl Operator {
     }
 
     pub async fn wait_logged(&self, message: &str) -> Value {
-        eventually(&format!("{} logs {message:?}", self.identity), || async { self.logged(message).into_iter().next() }).await
+        eventually(&format!("{} logs {message:?}", self.identity), || async { self.logged(message).into_iter().next() })
+            .await
     }
 
     /// The operations endpoint address, from the startup log.
@@ -533,7 +572,8 @@ impl Drop for Operator {
 }
 
 pub fn sample() -> String {
-    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../config/samples/modelorchestra.yaml")).expect("sample CR")
+    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../config/samples/modelorchestra.yaml"))
+        .expect("sample CR")
 }
 
 /// A CR named `name` with the given applications (each a small CPU application).
@@ -541,7 +581,9 @@ pub fn cr_with_apps(name: &str, apps: &[&str], routing: Option<&str>) -> String 
     let labels = routing.map(|r| format!("\n  labels:\n    operatorVersion: {r}")).unwrap_or_default();
     let mut s = format!("apiVersion: models.titanml.co/v1alpha1\nkind: ModelOrchestra\nmetadata:\n  name: {name}{labels}\nspec:\n  applications:\n");
     for app in apps {
-        s.push_str(&format!("    {app}:\n      readerConfig:\n        modelName: org/{app}-model\n        device: cpu\n"));
+        s.push_str(&format!(
+            "    {app}:\n      readerConfig:\n        modelName: org/{app}-model\n        device: cpu\n"
+        ));
     }
     s
 }

@@ -10,7 +10,7 @@ use crate::error::ToolError;
 
 /// The CRD with every version this build serves.
 pub fn crd() -> Value {
-    serde_json::to_value(model_orchestra::crd::crd()).expect("the CRD serialises")
+    serde_json::to_value(model_orchestra_api::crd::crd()).expect("the CRD serialises")
 }
 
 /// Where the shared CRD each release installed is kept, under the bundles directory

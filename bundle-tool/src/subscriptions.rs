@@ -127,7 +127,7 @@ fn installer_rules(extension: &str) -> Vec<Value> {
         json!({"apiGroups": ["apps"], "resources": ["deployments"], "verbs": all}),
         json!({"apiGroups": [""], "resources": ["serviceaccounts", "services", "configmaps"], "verbs": all}),
     ];
-    let operator = model_orchestra::manifests::rbac::cluster_role("installer-needs");
+    let operator = model_orchestra_api::deploy::rbac::cluster_role("installer-needs");
     rules.extend(
         operator.rules.unwrap_or_default().into_iter().map(|r| serde_json::to_value(r).expect("PolicyRule serialises")),
     );

@@ -127,7 +127,7 @@ fn the_csv_installs_the_operator_deployment_with_its_routing_value_and_image() {
     assert_eq!(csv["spec"]["relatedImages"][0]["image"], "ghcr.io/titanml/model-orchestra-operator:v2.3.4");
     let perms = &csv["spec"]["install"]["spec"]["clusterPermissions"][0];
     assert_eq!(perms["serviceAccountName"], "model-orchestra-operator-v2");
-    let expected_rules = serde_json::to_value(model_orchestra::manifests::rbac::cluster_role("x").rules).unwrap();
+    let expected_rules = serde_json::to_value(model_orchestra_api::deploy::rbac::cluster_role("x").rules).unwrap();
     assert_eq!(perms["rules"], expected_rules, "RBAC comes from the operator's one source");
 }
 

@@ -19,8 +19,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use local_cluster::{Cluster, Options};
-use model_orchestra::controller::reconciler::mo_resource;
-use model_orchestra::manifests::deploy::DeployOptions;
+use model_orchestra_api::deploy::operator::DeployOptions;
 use serde_json::{json, Value};
 
 const NAMESPACE: &str = "bench";
@@ -99,7 +98,7 @@ async fn bench() {
     // The controllers create thousands of ReplicaSets and pods: let them keep up.
     let cluster = Cluster::start(Options { controller_qps: 500, ..Options::default() }).await.expect("local cluster");
     let client = cluster.client().await.unwrap();
-    apply(&client, &serde_json::to_value(model_orchestra::crd::crd()).unwrap()).await;
+    apply(&client, &serde_json::to_value(model_orchestra_api::crd::crd()).unwrap()).await;
     apply(&client, &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})).await;
     let options = DeployOptions {
         namespace: OPERATOR_NAMESPACE.into(),
@@ -109,10 +108,12 @@ async fn bench() {
         api_version: None,
         release: None,
     };
-    for object in model_orchestra::manifests::deploy::all(&options).into_iter().filter(|o| o["kind"] != "Deployment") {
+    for object in model_orchestra_api::deploy::operator::all(&options).into_iter().filter(|o| o["kind"] != "Deployment")
+    {
         apply(&client, &object).await;
     }
-    let mo: Api<DynamicObject> = Api::namespaced_with(client.clone(), NAMESPACE, &mo_resource());
+    let mo: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), NAMESPACE, &model_orchestra_api::ApiVersion::V1alpha1.resource());
     while mo.list(&Default::default()).await.is_err() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

@@ -1,26 +1,7 @@
-//! Errors of the rendering pipeline. Input errors name the field (a dotted path into the
-//! CR) and say what is wrong; chart errors name the chart file.
+//! Why a render failed: the CR's mistakes (each naming its field), or a broken chart
+//! (naming the chart file).
 
-/// Something is wrong with the ModelOrchestra the user wrote.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{field}: {message}")]
-pub struct InputError {
-    /// Dotted path, e.g. `spec.applications.hello-world.readerConfig.device`.
-    pub field: String,
-    pub message: String,
-}
-
-impl InputError {
-    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
-        InputError { field: field.into(), message: message.into() }
-    }
-
-    /// Puts `prefix` in front of the field path (`spec` + `gateway` → `spec.gateway`).
-    pub fn prefixed(mut self, prefix: &str) -> Self {
-        self.field = if self.field.is_empty() { prefix.to_string() } else { format!("{prefix}.{}", self.field) };
-        self
-    }
-}
+pub use model_orchestra_api::{InputError, InputErrors};
 
 /// Why a render failed.
 #[derive(Debug, thiserror::Error)]
@@ -28,7 +9,7 @@ pub enum RenderError {
     /// The CR is invalid; nothing may be applied or pruned. (Not a `source`: the message
     /// carries it, and error chains would print it twice.)
     #[error("invalid ModelOrchestra: {0}")]
-    Input(InputError),
+    Input(InputErrors),
     /// The chart itself is broken (bad template, bad values.yaml, an object invalid for its
     /// kind). Only a chart developer can fix these.
     #[error("chart {file}: {message}")]
@@ -37,6 +18,12 @@ pub enum RenderError {
 
 impl From<InputError> for RenderError {
     fn from(e: InputError) -> Self {
+        RenderError::Input(e.into())
+    }
+}
+
+impl From<InputErrors> for RenderError {
+    fn from(e: InputErrors) -> Self {
         RenderError::Input(e)
     }
 }

@@ -1,41 +1,69 @@
 //! model-orchestra: turns a `ModelOrchestra` custom resource into Kubernetes objects by
-//! rendering a vendored chart with Handlebars.
+//! rendering a vendored chart with Handlebars, and keeps them so in a cluster.
 //!
-//! Data flows one way: CR ([`api`]) → values ([`chart::values`]) → rendered, checked objects
-//! ([`chart`], [`kinds`]) → (in the operator) an apply plan → the API server.
+//! Data flows one way: a CR of any served version ([`versions`], types in
+//! [`model_orchestra_api`]) → its values → the one internal [`model`] → validated
+//! ([`validate`]) and rendered objects with their component ([`chart`]) → an apply plan
+//! ([`reconcile`], pure) → the API server and the status ([`controller`], the I/O).
 
-pub mod api;
 pub mod chart;
 pub mod controller;
-pub mod crd;
 pub mod error;
-pub mod input;
-pub mod kinds;
-pub mod manifests;
+pub mod model;
 pub mod operations;
 pub mod reconcile;
-pub mod validate;
+mod validate;
+pub mod versions;
 
-use api::ModelOrchestra;
-use chart::{Chart, RenderedObject};
+use std::sync::OnceLock;
+
+pub use model_orchestra_api as api;
+use model_orchestra_api::parse::Document;
+use model_orchestra_api::ApiVersion;
+
+use chart::{Chart, Rendered};
 use error::RenderError;
 
-/// Renders the objects for `mo`; its namespace, else `default_namespace`, is the release
-/// namespace.
-pub fn render(chart: &Chart, mo: &ModelOrchestra, default_namespace: &str) -> Result<Vec<RenderedObject>, RenderError> {
-    let name = mo.metadata.name.as_deref().unwrap_or_default();
-    let namespace = mo.metadata.namespace.as_deref().unwrap_or(default_namespace);
-    chart.render(name, namespace, &mo.spec)
+/// The chart compiled into this binary for `version`, loaded once per process.
+pub fn embedded_chart(version: ApiVersion) -> Result<&'static Chart, RenderError> {
+    static CHARTS: [OnceLock<Chart>; ApiVersion::ALL.len()] = [const { OnceLock::new() }; ApiVersion::ALL.len()];
+    let slot = &CHARTS[ApiVersion::ALL.iter().position(|v| *v == version).expect("a known version")];
+    if let Some(chart) = slot.get() {
+        return Ok(chart);
+    }
+    let chart = Chart::embedded(version)?;
+    Ok(slot.get_or_init(|| chart))
 }
 
-/// Renders the objects for a `v1alpha2` `mo` with the `v1alpha2` chart; its namespace, else
-/// `default_namespace`, is the release namespace.
-pub fn render_v1alpha2(
-    chart: &Chart,
-    mo: &api::v1alpha2::ModelOrchestra,
+/// Renders a ModelOrchestra document with `chart` (its version's embedded chart when
+/// `None`); its namespace, else `default_namespace`, is the release namespace.
+pub fn render_document(
+    doc: &Document,
+    chart: Option<&Chart>,
     default_namespace: &str,
-) -> Result<Vec<RenderedObject>, RenderError> {
-    let name = mo.metadata.name.as_deref().unwrap_or_default();
-    let namespace = mo.metadata.namespace.as_deref().unwrap_or(default_namespace);
-    chart.render_v1alpha2(name, namespace, &mo.spec)
+) -> Result<Rendered, RenderError> {
+    let chart = match chart {
+        Some(chart) => chart,
+        None => embedded_chart(doc.api_version)?,
+    };
+    if chart.api_version() != doc.api_version {
+        return Err(RenderError::chart(
+            "Chart.yaml",
+            format!("this chart renders {} ModelOrchestras, not {}", chart.api_version(), doc.api_version),
+        ));
+    }
+    let values = versions::served(doc.api_version).values(&doc.spec).map_err(|e| e.prefixed("spec"))?;
+    let namespace = doc.metadata.namespace.as_deref().unwrap_or(default_namespace);
+    chart.render(doc.name(), namespace, &values, &Default::default())
+}
+
+/// Renders a ModelOrchestra object (as JSON) with its version's embedded chart.
+pub fn render_value(value: &serde_json::Value, default_namespace: &str) -> Result<Rendered, RenderError> {
+    render_document(&model_orchestra_api::parse::document(value)?, None, default_namespace)
+}
+
+/// Renders a ModelOrchestra manifest (YAML or JSON) with its version's embedded chart.
+pub fn render_manifest(text: &str, default_namespace: &str) -> Result<Rendered, RenderError> {
+    let doc = model_orchestra_api::parse::document_from_yaml(text)?;
+    render_document(&doc, None, default_namespace)
 }

@@ -6,9 +6,17 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Parser, Subcommand};
-use model_orchestra::chart::{to_yaml_stream, Chart, Contract};
-use model_orchestra::input::Versioned;
+use model_orchestra::chart::{to_yaml_stream, Chart};
+use model_orchestra::error::RenderError;
+use model_orchestra_api::ApiVersion;
+
+/// `--api-version`: one of the versions this binary serves, as the enum.
+pub(crate) fn api_version_parser() -> impl TypedValueParser<Value = ApiVersion> {
+    PossibleValuesParser::new(ApiVersion::ALL.map(ApiVersion::as_str))
+        .map(|v| v.parse::<ApiVersion>().expect("only known versions are possible"))
+}
 
 #[derive(Parser)]
 #[command(name = "model-orchestra-operator", version, about = "Deploys ModelOrchestra LLM inference stacks")]
@@ -25,6 +33,7 @@ enum Command {
     Crd,
     /// Print the operator's ClusterRole (derived from the kinds the chart renders).
     Rbac {
+        /// The ClusterRole's name.
         #[arg(long, default_value = "model-orchestra-operator")]
         name: String,
     },
@@ -37,24 +46,24 @@ enum Command {
         /// Namespace the operator runs in.
         #[arg(long, default_value = "model-orchestra-system")]
         namespace: String,
-        /// Routing value served [default: v<MAJOR>].
+        /// Routing value served [default: v<MAJOR>, at least the first line of --api-version].
         #[arg(long)]
         routing: Option<String>,
         /// Also take CRs without the operatorVersion label.
         #[arg(long)]
         claim_unlabeled: bool,
         /// The ModelOrchestra version the operator serves [default: the operator's, v1alpha1].
-        #[arg(long, value_parser = ["v1alpha1", "v1alpha2"])]
-        api_version: Option<String>,
+        #[arg(long, value_parser = api_version_parser())]
+        api_version: Option<ApiVersion>,
     },
-    /// Print the JSON Schema of the chart's values (charts/model-orchestra/values.schema.json).
+    /// Print the JSON Schema of a chart's values (charts/model-orchestra/values.schema.json).
     ValuesSchema {
         /// The ModelOrchestra version whose values (chart) to describe.
-        #[arg(long, value_parser = ["v1alpha1", "v1alpha2"], default_value = "v1alpha1")]
-        api_version: String,
+        #[arg(long, value_parser = api_version_parser(), default_value = "v1alpha1")]
+        api_version: ApiVersion,
     },
     /// Render a ModelOrchestra (v1alpha1 or v1alpha2) offline, like `helm template`: the exact
-    /// objects the operator applies.
+    /// objects the operator applies, on stdout; warnings on stderr.
     Render {
         /// The ModelOrchestra manifest (YAML or JSON); `-` reads standard input.
         #[arg(short = 'f', long = "filename", value_name = "FILE")]
@@ -62,7 +71,7 @@ enum Command {
         /// Namespace when the manifest sets none.
         #[arg(short = 'n', long, env = "MODEL_ORCHESTRA_NAMESPACE", default_value = "default")]
         namespace: String,
-        /// Render this chart directory instead of the embedded chart.
+        /// Render this chart directory instead of the embedded chart of the manifest's version.
         #[arg(long, env = "MODEL_ORCHESTRA_CHART", value_name = "DIR")]
         chart: Option<PathBuf>,
     },
@@ -89,13 +98,13 @@ fn main() -> ExitCode {
 fn execute(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Run(args) => run::run(*args)?,
-        Command::Crd => print!("{}", model_orchestra::crd::crd_yaml()),
-        Command::Rbac { name } => print!("{}", model_orchestra::manifests::rbac::cluster_role_yaml(&name)),
+        Command::Crd => print!("{}", model_orchestra_api::crd::crd_yaml()),
+        Command::Rbac { name } => print!("{}", model_orchestra_api::deploy::rbac::cluster_role_yaml(&name)),
         Command::Manifests { image, namespace, routing, claim_unlabeled, api_version } => {
-            let routing = routing.unwrap_or_else(|| {
-                model_orchestra::reconcile::routing::default_routing_value(env!("CARGO_PKG_VERSION"))
-            });
-            let options = model_orchestra::manifests::deploy::DeployOptions {
+            let served = api_version.unwrap_or(ApiVersion::V1alpha1);
+            let routing = routing
+                .unwrap_or_else(|| model_orchestra_api::lines::default_routing(env!("CARGO_PKG_VERSION"), served));
+            let options = model_orchestra_api::deploy::operator::DeployOptions {
                 namespace,
                 image,
                 routing,
@@ -103,38 +112,37 @@ fn execute(cli: Cli) -> anyhow::Result<()> {
                 api_version,
                 release: None,
             };
-            print!("{}", model_orchestra::manifests::deploy::all_yaml(&options));
+            print!("{}", model_orchestra_api::deploy::operator::all_yaml(&options));
         }
         Command::ValuesSchema { api_version } => {
-            let contract = Contract::from_api_version(Some(&api_version)).map_err(anyhow::Error::msg)?;
-            print!("{}", model_orchestra::crd::values_schema_json_for(contract))
+            print!("{}", model_orchestra_api::crd::values_schema_json(api_version))
         }
-        Command::Render { file, namespace, chart } => {
-            let text = if file == "-" {
-                let mut s = String::new();
-                std::io::stdin().read_to_string(&mut s).context("reading standard input")?;
-                s
-            } else {
-                std::fs::read_to_string(&file).with_context(|| format!("reading {file}"))?
-            };
-            let source = if file == "-" { "<stdin>" } else { file.as_str() };
-            let mo = model_orchestra::input::parse_versioned(&text)
-                .with_context(|| format!("{source}: invalid ModelOrchestra"))?;
-            let contract = match &mo {
-                Versioned::V1alpha1(_) => Contract::V1alpha1,
-                Versioned::V1alpha2(_) => Contract::V1alpha2,
-            };
-            let chart = match chart {
-                Some(dir) => Chart::from_dir(&dir),
-                None => Chart::embedded_for(contract),
-            }?;
-            let objects = match &mo {
-                Versioned::V1alpha1(mo) => model_orchestra::render(&chart, mo, &namespace),
-                Versioned::V1alpha2(mo) => model_orchestra::render_v1alpha2(&chart, mo, &namespace),
-            }
-            .with_context(|| format!("{source}: cannot render"))?;
-            print!("{}", to_yaml_stream(&objects));
-        }
+        Command::Render { file, namespace, chart } => render(&file, &namespace, chart.as_deref())?,
     }
+    Ok(())
+}
+
+/// `render`: the objects as one YAML stream on stdout, warnings on stderr, and nothing on
+/// stdout when the manifest is invalid.
+fn render(file: &str, namespace: &str, chart: Option<&std::path::Path>) -> anyhow::Result<()> {
+    let text = if file == "-" {
+        let mut s = String::new();
+        std::io::stdin().read_to_string(&mut s).context("reading standard input")?;
+        s
+    } else {
+        std::fs::read_to_string(file).with_context(|| format!("reading {file}"))?
+    };
+    let source = if file == "-" { "<stdin>" } else { file };
+    let doc = model_orchestra_api::parse::document_from_yaml(&text)
+        .with_context(|| format!("{source}: invalid ModelOrchestra"))?;
+    let chart = chart.map(Chart::from_dir).transpose()?;
+    let rendered = model_orchestra::render_document(&doc, chart.as_ref(), namespace).map_err(|e| match e {
+        RenderError::Input(errors) => anyhow::anyhow!("{source}: invalid ModelOrchestra: {errors}"),
+        chart => anyhow::Error::new(chart).context(format!("{source}: cannot render")),
+    })?;
+    for w in &rendered.warnings {
+        eprintln!("warning: {source}: {w}");
+    }
+    print!("{}", to_yaml_stream(&rendered.objects));
     Ok(())
 }

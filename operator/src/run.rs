@@ -9,12 +9,13 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{ArgAction, Args, ValueEnum};
-use model_orchestra::chart::{Chart, Contract};
+use model_orchestra::chart::Chart;
 use model_orchestra::controller::{self, Settings};
 use model_orchestra::operations::http::{self, Health};
-use model_orchestra::operations::leader::{lease_name, LeaseLock};
+use model_orchestra::operations::leader::LeaseLock;
 use model_orchestra::operations::metrics::Metrics;
-use model_orchestra::reconcile::routing::default_routing_value;
+use model_orchestra_api::lines::{default_routing, line_name};
+use model_orchestra_api::ApiVersion;
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
@@ -54,14 +55,14 @@ pub struct RunArgs {
     /// Log format (level filter: RUST_LOG, default info).
     #[arg(long, env = "MODEL_ORCHESTRA_LOG_FORMAT", value_enum, default_value_t = LogFormat::Plain)]
     log_format: LogFormat,
-    /// The ModelOrchestra version this line serves: it watches CRs at this version and
-    /// renders them with that version's chart.
     /// The release this operator was installed as (its bundle's version), reported in
     /// `status.operatorVersion` [default: the binary's version].
     #[arg(long, env = "MODEL_ORCHESTRA_RELEASE")]
     release: Option<String>,
-    #[arg(long, env = "MODEL_ORCHESTRA_API_VERSION", value_parser = ["v1alpha1", "v1alpha2"], default_value = "v1alpha1")]
-    api_version: String,
+    /// The ModelOrchestra version this line serves: CRs created at this version (or moved
+    /// to it) are rendered with that version's chart. The routing default follows it.
+    #[arg(long, env = "MODEL_ORCHESTRA_API_VERSION", value_parser = crate::api_version_parser(), default_value = "v1alpha1")]
+    api_version: ApiVersion,
     /// Render this chart directory instead of the embedded chart (its version must be
     /// `--api-version`).
     #[arg(long, env = "MODEL_ORCHESTRA_CHART", value_name = "DIR")]
@@ -92,22 +93,21 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
 
 async fn run_async(args: RunArgs) -> anyhow::Result<()> {
     let version = args.release.clone().unwrap_or_else(|| env!("CARGO_PKG_VERSION").into());
-    let routing = args.routing.clone().unwrap_or_else(|| default_routing_value(&version));
+    let routing = args.routing.clone().unwrap_or_else(|| default_routing(&version, args.api_version));
     let identity = args.identity.clone().or_else(|| std::env::var("POD_NAME").ok()).unwrap_or_else(|| {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_else(|_| "localhost".into());
         format!("{}-{}", host.trim(), std::process::id())
     });
-    let contract = Contract::from_api_version(Some(&args.api_version)).map_err(anyhow::Error::msg)?;
     let chart = match &args.chart {
         Some(dir) => Chart::from_dir(dir),
-        None => Chart::embedded_for(contract),
+        None => Chart::embedded(args.api_version),
     }
     .context("loading the chart")?;
-    if chart.contract != contract {
+    if chart.api_version() != args.api_version {
         anyhow::bail!(
             "the chart renders {} ModelOrchestras, but --api-version is {}",
-            chart.contract.api_version(),
-            contract.api_version()
+            chart.api_version(),
+            args.api_version
         );
     }
 
@@ -144,7 +144,7 @@ async fn run_async(args: RunArgs) -> anyhow::Result<()> {
         Arc::new(LeaseLock::new(
             client.clone(),
             &lease_namespace,
-            lease_name(&routing),
+            line_name(&routing),
             identity.clone(),
             Duration::from_secs(args.lease_duration_seconds),
         ))

@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use model_orchestra::kinds::Kind;
+use model_orchestra_api::kinds::Kind;
 use serde_json::json;
 
 const ONE_APP: &str = "applications:\n  chat:\n    readerConfig: {modelName: org/model}\n";
@@ -192,11 +192,8 @@ fn the_v1alpha2_sample_matches_its_golden_file() {
 
 #[test]
 fn each_chart_renders_only_its_own_version() {
-    let mo = match model_orchestra::input::parse_versioned(&cr(ONE_APP)).unwrap() {
-        model_orchestra::input::Versioned::V1alpha1(mo) => mo,
-        _ => unreachable!(),
-    };
-    let err = model_orchestra::render(chart_v1alpha2(), &mo, "default").unwrap_err().to_string();
+    let doc = model_orchestra_api::parse::document_from_yaml(&cr(ONE_APP)).unwrap();
+    let err = model_orchestra::render_document(&doc, Some(chart_v1alpha2()), "default").unwrap_err().to_string();
     assert!(err.contains("renders v1alpha2 ModelOrchestras, not v1alpha1"), "{err}");
 }
 
@@ -262,12 +259,11 @@ fn a_new_model_or_refresh_is_a_new_job_and_rolls_the_pods_and_the_same_one_is_no
     let other_model = revision(&render_v1alpha2(&cr_v1alpha2(&CACHED.replace("org/model", "org/other"))));
     assert_ne!(first.0, other_model.0);
     assert_ne!(first.1, other_model.1);
-    let mo = model_orchestra::input::parse_versioned(&cr_v1alpha2(CACHED)).unwrap();
-    let model_orchestra::input::Versioned::V1alpha2(mo) = mo else { panic!("v1alpha2") };
-    let refreshed = chart_v1alpha2()
-        .render_v1alpha2_refreshed("demo", "default", &mo.spec, &[("chat".to_string(), "r1".to_string())].into())
-        .unwrap();
-    assert_ne!(first, revision(&refreshed));
+    let doc = model_orchestra_api::parse::document_from_yaml(&cr_v1alpha2(CACHED)).unwrap();
+    let values = model_orchestra::versions::served(doc.api_version).values(&doc.spec).unwrap();
+    let refreshed =
+        chart_v1alpha2().render("demo", "default", &values, &[("chat".to_string(), "r1".to_string())].into()).unwrap();
+    assert_ne!(first, revision(&refreshed.objects));
 }
 
 #[test]

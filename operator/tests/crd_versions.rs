@@ -63,7 +63,7 @@ fn the_crd_gains_v1alpha2_keeps_v1alpha1_objects_and_refuses_bad_v1alpha2_crs_na
     let original = read("v1alpha1");
 
     // The CRD with both versions is accepted (its CEL rules within the cost budget).
-    install(&serde_yaml::to_string(&model_orchestra::crd::crd()).unwrap());
+    install(&serde_yaml::to_string(&model_orchestra_api::crd::crd()).unwrap());
     let after = read("v1alpha1");
     assert_eq!(after["apiVersion"], "models.titanml.co/v1alpha1");
     assert_eq!(after["spec"], original["spec"], "a v1alpha1 object reads back unchanged");

@@ -13,7 +13,7 @@ use e2e_support::*;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Patch, PatchParams};
 use kube::ResourceExt;
-use model_orchestra::kinds::Kind;
+use model_orchestra_api::kinds::Kind;
 use serde_json::{json, Value};
 
 fn uids(children: &[(Kind, kube::api::DynamicObject)]) -> BTreeSet<String> {
@@ -666,7 +666,7 @@ async fn the_operators_own_deployment_is_admitted_and_runs_in_a_namespace_enforc
     {
         return;
     }
-    let options = model_orchestra::manifests::deploy::DeployOptions {
+    let options = model_orchestra_api::deploy::operator::DeployOptions {
         namespace: format!("{}-op", cluster.namespace),
         image: "ghcr.io/titanml/model-orchestra-operator:test".into(),
         routing: "v9".into(),
@@ -674,12 +674,12 @@ async fn the_operators_own_deployment_is_admitted_and_runs_in_a_namespace_enforc
         api_version: None,
         release: None,
     };
-    let objects = model_orchestra::manifests::deploy::all(&options);
+    let objects = model_orchestra_api::deploy::operator::all(&options);
     assert_eq!(
         objects[0]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"], "restricted",
         "the Namespace enforces restricted"
     );
-    let yaml = model_orchestra::manifests::deploy::all_yaml(&options);
+    let yaml = model_orchestra_api::deploy::operator::all_yaml(&options);
     let dir = TempDir::new("restricted-manifests");
     let file = dir.0.join("operator.yaml");
     std::fs::write(&file, yaml).unwrap();

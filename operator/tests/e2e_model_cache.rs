@@ -9,8 +9,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Event, PersistentVolume};
 use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
-use model_orchestra::controller::reconciler::mo_resource_at;
-use model_orchestra::kinds::Kind;
+use model_orchestra_api::kinds::Kind;
 use serde_json::{json, Value};
 
 const RELEASE: &str = "cached";
@@ -60,7 +59,11 @@ async fn setup(test: &str) -> (Cluster, Operator) {
 }
 
 fn v1alpha2_api(cluster: &Cluster) -> Api<DynamicObject> {
-    Api::namespaced_with(cluster.client.clone(), &cluster.namespace, &mo_resource_at("v1alpha2"))
+    Api::namespaced_with(
+        cluster.client.clone(),
+        &cluster.namespace,
+        &model_orchestra_api::ApiVersion::V1alpha2.resource(),
+    )
 }
 
 async fn apply(cluster: &Cluster, model: &str) {

@@ -6,8 +6,7 @@ mod e2e_support;
 use std::collections::BTreeSet;
 
 use e2e_support::*;
-use model_orchestra::chart::{Chart, Contract};
-use model_orchestra::kinds::Kind;
+use model_orchestra_api::kinds::Kind;
 use serde_json::{json, Value};
 
 fn v1alpha2_cr(namespace: &str) -> Value {
@@ -34,9 +33,7 @@ async fn each_line_reconciles_its_own_version_and_the_v1alpha2_line_renders_the_
     let _line_v0 = Operator::start(&cluster, v0).await;
 
     cluster.apply_value(&v1alpha2_cr(&cluster.namespace), "modelorchestras", "models.titanml.co", "v1alpha2").await;
-    let spec = serde_json::from_value(v1alpha2_cr(&cluster.namespace)["spec"].clone()).unwrap();
-    let rendered =
-        Chart::embedded_for(Contract::V1alpha2).unwrap().render_v1alpha2("stack", &cluster.namespace, &spec).unwrap();
+    let rendered = model_orchestra::render_value(&v1alpha2_cr(&cluster.namespace), &cluster.namespace).unwrap().objects;
     let expected: BTreeSet<(Kind, String)> = rendered.iter().map(|o| (o.kind, o.name.clone())).collect();
     assert!(
         !expected.contains(&(Kind::Service, "stack-model-orchestra-chat".into())),

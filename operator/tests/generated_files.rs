@@ -1,7 +1,8 @@
 //! Checked-in generated files are up to date, and the CRD schema is structural (what a
 //! real API server requires of a v1 CRD).
 
-use model_orchestra::crd;
+use model_orchestra_api::crd;
+use model_orchestra_api::ApiVersion;
 use serde_json::Value;
 
 fn repo_file(path: &str) -> String {
@@ -49,12 +50,11 @@ fn every_released_crd_version_is_generated_byte_for_byte_as_released() {
 #[test]
 fn checked_in_values_schema_is_up_to_date() {
     assert!(
-        repo_file("charts/model-orchestra/values.schema.json") == crd::values_schema_json(),
+        repo_file("charts/model-orchestra/values.schema.json") == crd::values_schema_json(ApiVersion::V1alpha1),
         "values.schema.json is stale: run `make generate`"
     );
     assert!(
-        repo_file("charts/model-orchestra-1.0/values.schema.json")
-            == crd::values_schema_json_for(model_orchestra::chart::Contract::V1alpha2),
+        repo_file("charts/model-orchestra-1.0/values.schema.json") == crd::values_schema_json(ApiVersion::V1alpha2),
         "charts/model-orchestra-1.0/values.schema.json is stale: run `make generate`"
     );
 }
@@ -63,23 +63,23 @@ fn checked_in_values_schema_is_up_to_date() {
 fn checked_in_cluster_role_is_up_to_date() {
     assert!(
         repo_file("config/rbac/role.yaml")
-            == model_orchestra::manifests::rbac::cluster_role_yaml("model-orchestra-operator"),
+            == model_orchestra_api::deploy::rbac::cluster_role_yaml("model-orchestra-operator"),
         "config/rbac/role.yaml is stale: run `make generate`"
     );
 }
 
 #[test]
 fn checked_in_deploy_manifests_are_up_to_date() {
-    let options = model_orchestra::manifests::deploy::DeployOptions {
+    let options = model_orchestra_api::deploy::operator::DeployOptions {
         namespace: "model-orchestra-system".into(),
         image: concat!("ghcr.io/titanml/model-orchestra-operator:", env!("CARGO_PKG_VERSION")).into(),
-        routing: model_orchestra::reconcile::routing::default_routing_value(env!("CARGO_PKG_VERSION")),
+        routing: model_orchestra_api::lines::default_routing(env!("CARGO_PKG_VERSION"), ApiVersion::V1alpha1),
         claim_unlabeled: true,
         api_version: None,
         release: None,
     };
     assert!(
-        repo_file("config/deploy/operator.yaml") == model_orchestra::manifests::deploy::all_yaml(&options),
+        repo_file("config/deploy/operator.yaml") == model_orchestra_api::deploy::operator::all_yaml(&options),
         "config/deploy/operator.yaml is stale: run `make generate`"
     );
 }

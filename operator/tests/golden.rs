@@ -53,8 +53,8 @@ fn the_yaml_stream_parses_back_to_the_same_objects() {
 fn a_chart_directory_renders_like_the_embedded_chart() {
     let dir = format!("{}/../charts/model-orchestra", env!("CARGO_MANIFEST_DIR"));
     let from_dir = model_orchestra::chart::Chart::from_dir(std::path::Path::new(&dir)).unwrap();
-    let mo = model_orchestra::input::parse_model_orchestra(&data("maximal.yaml")).unwrap();
-    let a = model_orchestra::render(&from_dir, &mo, "default").unwrap();
+    let doc = model_orchestra_api::parse::document_from_yaml(&data("maximal.yaml")).unwrap();
+    let a = model_orchestra::render_document(&doc, Some(&from_dir), "default").unwrap().objects;
     assert_eq!(a, render(&data("maximal.yaml")));
 }
 

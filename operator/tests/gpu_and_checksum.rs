@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use model_orchestra::kinds::Kind;
+use model_orchestra_api::kinds::Kind;
 use serde_json::json;
 
 const APP: &str = "demo-model-orchestra-chat";

@@ -9,7 +9,7 @@ mod common;
 
 use common::*;
 use model_orchestra::chart::{to_yaml_stream, RenderedObject};
-use model_orchestra::kinds::Kind;
+use model_orchestra_api::kinds::Kind;
 use proptest::prelude::*;
 use serde_json::Value;
 
@@ -85,8 +85,7 @@ fn shape(v: &Value) -> Value {
 }
 
 fn render_value(cr: &Value) -> Vec<RenderedObject> {
-    let mo = model_orchestra::input::from_value(cr).unwrap_or_else(|e| panic!("rejected: {e}"));
-    model_orchestra::render(chart(), &mo, "default").unwrap_or_else(|e| panic!("render failed: {e}"))
+    model_orchestra::render_value(cr, "default").unwrap_or_else(|e| panic!("render failed: {e}")).objects
 }
 
 /// Shapes of the render with benign strings, computed once.
@@ -222,12 +221,8 @@ fn shapes_v1alpha2(objects: &[RenderedObject]) -> Vec<(Kind, String, Value)> {
 }
 
 fn render_v1alpha2_value(cr: &Value) -> Vec<RenderedObject> {
-    let model_orchestra::input::Versioned::V1alpha2(mo) =
-        model_orchestra::input::versioned_from_value(cr).unwrap_or_else(|e| panic!("rejected: {e}"))
-    else {
-        panic!("not read as v1alpha2")
-    };
-    model_orchestra::render_v1alpha2(chart_v1alpha2(), &mo, "default").unwrap_or_else(|e| panic!("render failed: {e}"))
+    assert_eq!(cr["apiVersion"], "models.titanml.co/v1alpha2", "not read as v1alpha2");
+    model_orchestra::render_value(cr, "default").unwrap_or_else(|e| panic!("render failed: {e}")).objects
 }
 
 fn baseline_v1alpha2_shapes() -> &'static Vec<(Kind, String, Value)> {
@@ -279,11 +274,14 @@ proptest! {
         let (pointer, field) = SYNTAX_SLOTS[slot];
         let mut cr = cr_with(&vec!["x".to_string(); slots()]);
         *cr.pointer_mut(pointer).unwrap() = Value::String(string.clone());
-        let outcome = model_orchestra::input::from_value(&cr).map_err(model_orchestra::error::RenderError::from).and_then(|mo| model_orchestra::render(chart(), &mo, "default"));
+        let outcome = model_orchestra::render_value(&cr, "default");
         match outcome {
-            Err(model_orchestra::error::RenderError::Input(e)) => prop_assert!(e.field.starts_with(field), "rejected at {} instead of {field}: {}", e.field, e.message),
+            Err(model_orchestra::error::RenderError::Input(errors)) => {
+                let e = &errors.errors()[0];
+                prop_assert!(e.field.starts_with(field), "rejected at {} instead of {field}: {}", e.field, e.message)
+            }
             Err(e) => prop_assert!(false, "not an input error: {e}"),
-            Ok(objects) => prop_assert_eq!(&shapes(&objects), baseline_shapes()),
+            Ok(rendered) => prop_assert_eq!(&shapes(&rendered.objects), baseline_shapes()),
         }
     }
 }

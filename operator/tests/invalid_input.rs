@@ -7,7 +7,10 @@ use model_orchestra::error::RenderError;
 
 fn input_error(yaml: &str) -> (String, String) {
     match try_render(yaml) {
-        Err(RenderError::Input(e)) => (e.field, e.message),
+        Err(RenderError::Input(errors)) => {
+            let e = errors.errors()[0].clone();
+            (e.field, e.message)
+        }
         Err(other) => panic!("expected an input error, got {other}"),
         Ok(objects) => panic!("expected an error, rendered {:?}", names(&objects)),
     }

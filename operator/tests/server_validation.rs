@@ -9,24 +9,16 @@
 
 mod e2e_support;
 
-use std::sync::OnceLock;
-
 #[allow(unused_imports)]
 use e2e_support::Cluster;
 use futures::{StreamExt, TryStreamExt};
 use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::Api;
-use model_orchestra::chart::{Chart, RenderedObject};
-use model_orchestra::controller::children::api_resource;
+use model_orchestra::chart::RenderedObject;
 use model_orchestra::error::RenderError;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, RngSeed, TestCaseError, TestRunner};
 use serde_json::{json, Map, Value};
-
-fn chart() -> &'static Chart {
-    static CHART: OnceLock<Chart> = OnceLock::new();
-    CHART.get_or_init(|| Chart::embedded().expect("the embedded chart"))
-}
 
 /// Server-side dry runs of every object (as the operator applies them: forced, in the
 /// test's namespace); the first refusal, with the object and the server's message.
@@ -34,7 +26,7 @@ async fn dry_run(cluster: &Cluster, objects: &[RenderedObject]) -> Result<(), St
     futures::stream::iter(objects)
         .map(|o| async move {
             let api: Api<DynamicObject> =
-                Api::namespaced_with(cluster.client.clone(), &cluster.namespace, &api_resource(o.kind));
+                Api::namespaced_with(cluster.client.clone(), &cluster.namespace, &o.kind.resource());
             let params = PatchParams { dry_run: true, ..PatchParams::apply("server-validation").force() };
             api.patch(&o.name, &params, &Patch::Apply(&o.object))
                 .await
@@ -47,9 +39,9 @@ async fn dry_run(cluster: &Cluster, objects: &[RenderedObject]) -> Result<(), St
 }
 
 fn render_in(cluster: &Cluster, yaml: &str) -> Result<Vec<RenderedObject>, RenderError> {
-    let mut mo = model_orchestra::input::parse_model_orchestra(yaml)?;
-    mo.metadata.namespace = Some(cluster.namespace.clone());
-    model_orchestra::render(chart(), &mo, &cluster.namespace)
+    let mut doc = model_orchestra_api::parse::document_from_yaml(yaml)?;
+    doc.metadata.namespace = Some(cluster.namespace.clone());
+    model_orchestra::render_document(&doc, None, &cluster.namespace).map(|r| r.objects)
 }
 
 fn repo(path: &str) -> String {
@@ -67,14 +59,9 @@ async fn the_samples_objects_pass_the_api_servers_dry_run() {
 async fn the_v1alpha2_samples_objects_pass_the_api_servers_dry_run() {
     let cluster = Cluster::start("dry-run-v1alpha2").await;
     for sample in ["config/samples/modelorchestra-v1alpha2.yaml", "config/samples/modelorchestra-v1alpha2-cache.yaml"] {
-        let model_orchestra::input::Versioned::V1alpha2(mut mo) =
-            model_orchestra::input::parse_versioned(&repo(sample)).unwrap()
-        else {
-            panic!("{sample} is a v1alpha2 CR")
-        };
-        mo.metadata.namespace = Some(cluster.namespace.clone());
-        let chart = model_orchestra::chart::Chart::embedded_for(model_orchestra::chart::Contract::V1alpha2).unwrap();
-        let objects = model_orchestra::render_v1alpha2(&chart, &mo, &cluster.namespace).unwrap();
+        let text = repo(sample);
+        assert!(text.contains("models.titanml.co/v1alpha2"), "{sample} is a v1alpha2 CR");
+        let objects = render_in(&cluster, &text).unwrap();
         dry_run(&cluster, &objects).await.unwrap_or_else(|e| panic!("{sample}: {e}"));
     }
 }
@@ -91,7 +78,7 @@ async fn the_maximal_crs_objects_pass_the_api_servers_dry_run() {
 async fn the_operators_deploy_manifests_pass_the_api_servers_dry_run() {
     let cluster = Cluster::start("dry-run-deploy").await;
     let discovery = kube::discovery::Discovery::new(cluster.client.clone()).run().await.unwrap();
-    for mut object in model_orchestra::manifests::deploy::all(&e2e_support::deploy_options("v7")) {
+    for mut object in model_orchestra_api::deploy::operator::all(&e2e_support::deploy_options("v7")) {
         let gvk = kube::api::GroupVersionKind::try_from(&kube::api::TypeMeta {
             api_version: object["apiVersion"].as_str().unwrap().into(),
             kind: object["kind"].as_str().unwrap().into(),
@@ -121,9 +108,8 @@ async fn the_operators_deploy_manifests_pass_the_api_servers_dry_run() {
 fn crs_the_property_test_found_are_rejected_with_their_field() {
     let rejected = |spec: Value| -> String {
         let cr = json!({"apiVersion": "models.titanml.co/v1alpha1", "kind": "ModelOrchestra", "metadata": {"name": "found"}, "spec": spec});
-        let mo = model_orchestra::input::from_value(&cr).unwrap();
-        match model_orchestra::render(chart(), &mo, "default") {
-            Err(RenderError::Input(e)) => e.field,
+        match model_orchestra::render_value(&cr, "default") {
+            Err(RenderError::Input(e)) => e.errors()[0].field.clone(),
             other => panic!("expected an input error, got {other:?}"),
         }
     };
@@ -636,10 +622,10 @@ fn every_generated_cr_is_rejected_with_a_field_path_or_entirely_accepted_by_the_
     let reasons = std::cell::RefCell::new(std::collections::BTreeMap::<String, u32>::new());
     let result = TestRunner::new(config).run(&spec(), |spec| {
         let cr = json!({"apiVersion": "models.titanml.co/v1alpha1", "kind": "ModelOrchestra", "metadata": {"name": "gen"}, "spec": spec});
-        let outcome =
-            model_orchestra::input::from_value(&cr).map_err(RenderError::from).and_then(|mo| model_orchestra::render(chart(), &mo, &cluster.namespace));
+        let outcome = model_orchestra::render_value(&cr, &cluster.namespace).map(|r| r.objects);
         match outcome {
-            Err(RenderError::Input(e)) => {
+            Err(RenderError::Input(errors)) => {
+                let e = &errors.errors()[0];
                 prop_assert!(e.field.starts_with("spec") || e.field.starts_with("metadata"), "a rejection names the field: {e}");
                 rejected.set(rejected.get() + 1);
                 // The rule, not the place: the field path without the component and indices.

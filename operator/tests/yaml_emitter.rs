@@ -9,7 +9,7 @@ mod common;
 
 use common::*;
 use model_orchestra::chart::{to_yaml_stream, Component, RenderedObject};
-use model_orchestra::kinds::Kind;
+use model_orchestra_api::kinds::Kind;
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 

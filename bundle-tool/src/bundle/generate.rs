@@ -5,9 +5,10 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use model_orchestra::manifests::deploy::{self, DeployOptions};
-use model_orchestra::manifests::rbac;
-use model_orchestra::reconcile::routing::default_routing_value;
+use model_orchestra_api::deploy::operator::{self as deploy, DeployOptions};
+use model_orchestra_api::deploy::rbac;
+use model_orchestra_api::lines::default_routing;
+use model_orchestra_api::ApiVersion;
 use serde_json::{json, Value};
 
 use super::{annotations, CrdMode, CRD_FILE, CSV_FILE};
@@ -57,7 +58,8 @@ pub fn bundle_files(
 ) -> Result<BTreeMap<String, String>, ToolError> {
     let served: Vec<&str> =
         crd["spec"]["versions"].as_array().into_iter().flatten().filter_map(|v| v["name"].as_str()).collect();
-    if !served.contains(&opts.crd_version.as_str()) {
+    let known = opts.crd_version.parse::<ApiVersion>().ok();
+    if !served.contains(&opts.crd_version.as_str()) || known.is_none() {
         return Err(ToolError::Invalid(format!(
             "--crd-version {}: the CRD serves {}; pick one of them",
             opts.crd_version,
@@ -102,14 +104,15 @@ fn dockerfile(annotations: &BTreeMap<String, String>) -> String {
 
 fn csv(opts: &GenerateOptions, meta: &OperatorMetadata, crd: &Value) -> Value {
     let version = &opts.version;
-    let routing = default_routing_value(&version.to_string());
+    let api_version: Option<ApiVersion> = opts.crd_version.parse().ok();
+    let routing = default_routing(&version.to_string(), api_version.unwrap_or(ApiVersion::V1alpha1));
     let image = image_ref(&opts.image, version);
     let deploy_opts = DeployOptions {
         namespace: String::new(),
         image: image.clone(),
         routing: routing.clone(),
         claim_unlabeled: opts.claim_unlabeled,
-        api_version: Some(opts.crd_version.clone()),
+        api_version,
         release: Some(version.to_string()),
     };
     let deployment = deploy::deployment(&deploy_opts);

@@ -7,7 +7,7 @@ use std::io::Write;
 use std::path::Path;
 
 use base64::Engine;
-use model_orchestra::validate::names::{is_dns_label, is_dns_subdomain};
+use model_orchestra_api::names::{is_dns_label, is_dns_subdomain};
 use serde_json::Value;
 
 use super::annotations::{self, REQUIRED};

@@ -92,7 +92,7 @@ fn relied_on(bundle: &Bundle) -> BTreeMap<GroupKind, BTreeSet<String>> {
 }
 
 fn model_orchestra_api() -> GroupKind {
-    (model_orchestra::api::GROUP.to_string(), model_orchestra::api::KIND.to_string())
+    (model_orchestra_api::GROUP.to_string(), model_orchestra_api::KIND.to_string())
 }
 
 /// The manifests inlined as `olm.bundle.object` (base64 of their JSON).

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::fbc::{Catalog, Origin};
-use model_orchestra::validate::names::is_dns_label;
+use model_orchestra_api::names::is_dns_label;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Finding {

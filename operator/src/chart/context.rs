@@ -10,19 +10,17 @@ use k8s_openapi::api::core::v1::{
     Affinity, ContainerPort, EnvVar, LocalObjectReference, PodSecurityContext, Probe, ResourceRequirements,
     SecurityContext, ServicePort, Toleration, Volume, VolumeMount,
 };
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde::Serialize;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use super::contract::Contract;
 use super::names::{self, check_generated};
-use super::resolve::{ApplicationValues, GatewayValues, IngressSettings, PodValues, Resolved};
-use super::values::snake_case;
 use super::{Chart, Component};
-use crate::api::{Device, IngressTls, PullPolicy, ScalingSpec, ServiceType};
 use crate::error::{InputError, RenderError};
-use crate::validate::names::{is_dns_label, is_dns_subdomain, is_label_value, MAX_LABEL};
+use crate::model::snake_case;
+use crate::model::{ApplicationModel, ContractRules, GatewayModel, Model, ModelCacheSettings, PodSettings};
+use model_orchestra_api::names::{is_dns_label, is_dns_subdomain, is_label_value, MAX_LABEL};
+use model_orchestra_api::values::{IngressTls, PullPolicy, ScalingSpec, ServiceType};
 
 /// The label naming who manages an object; the operator prunes only objects carrying it.
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
@@ -30,7 +28,6 @@ pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 pub const MANAGED_BY: &str = "model-orchestra-operator";
 /// Pod-template annotation holding the checksum of the pod's configuration.
 pub const CONFIG_CHECKSUM_ANNOTATION: &str = "checksum/config";
-pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
 /// Env the gateway needs (the contract's rule, not a default a user could change).
 const REQUIRED_GATEWAY_ENV: (&str, &str) = ("TAKEOFF_ADD_READER_ID_SUFFIX", "true");
 
@@ -155,8 +152,10 @@ struct PodContext<'a> {
     node_selector: &'a BTreeMap<String, String>,
     tolerations: Vec<Toleration>,
     affinity: &'a Affinity,
-    service: ServiceContext<'a>,
-    ingress: IngressContext<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    service: Option<ServiceContext<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ingress: Option<IngressContext<'a>>,
 }
 
 #[derive(Serialize)]
@@ -238,7 +237,7 @@ pub(super) struct Release<'a> {
     fullname: String,
     common: BTreeMap<String, String>,
     sa_name: String,
-    values: &'a Resolved,
+    values: &'a Model,
     gateway: ComponentContext<'a>,
 }
 
@@ -282,7 +281,7 @@ impl<'a> Release<'a> {
         chart: &'a Chart,
         release: &'a str,
         namespace: &'a str,
-        values: &'a Resolved,
+        values: &'a Model,
     ) -> Result<Release<'a>, RenderError> {
         check_release(release, namespace)?;
         let meta = &chart.metadata;
@@ -321,7 +320,7 @@ impl<'a> Release<'a> {
             &gateway_name,
             if values.fullname_override.is_empty() { "metadata.name" } else { "spec.fullnameOverride" },
         )?;
-        let gateway = gateway_component(chart.contract, &values.gateway, &gateway_name, &common, &meta.app_version)?;
+        let gateway = gateway_component(values.rules, &values.gateway, &gateway_name, &common, &meta.app_version)?;
         Ok(Release { release, namespace, chart, fullname, common, sa_name, values, gateway })
     }
 
@@ -335,7 +334,7 @@ impl<'a> Release<'a> {
     }
 
     /// The contexts of `applications` (a slice of the resolved values' applications).
-    pub fn applications(&self, applications: &'a [ApplicationValues]) -> Result<Applications<'a>, RenderError> {
+    pub fn applications(&self, applications: &'a [ApplicationModel]) -> Result<Applications<'a>, RenderError> {
         let mut contexts = Vec::with_capacity(applications.len());
         for app in applications {
             let field = format!("spec.applications.{}", app.key);
@@ -354,7 +353,7 @@ impl<'a> Release<'a> {
                 .into());
             }
             let ctx = AppContext {
-                contract: self.chart.contract,
+                rules: self.values.rules,
                 field: &field,
                 fullname: &self.fullname,
                 gateway_name: &self.gateway.name,
@@ -425,7 +424,12 @@ struct PodMetadata {
     pod_annotations: BTreeMap<String, String>,
 }
 
-fn pod_metadata(common: &BTreeMap<String, String>, component: &str, pod: &PodValues, config_yaml: &str) -> PodMetadata {
+fn pod_metadata(
+    common: &BTreeMap<String, String>,
+    component: &str,
+    pod: &PodSettings,
+    config_yaml: &str,
+) -> PodMetadata {
     let mut labels = common.clone();
     labels.insert("app.kubernetes.io/component".into(), component.to_string());
     let selector: BTreeMap<String, String> =
@@ -455,7 +459,7 @@ fn hex_sha256(text: &str) -> String {
 
 /// `repository:tag`; an empty tag is the chart's appVersion plus `-<suffix>`, a `sha256:`
 /// tag pins a digest.
-fn image(image: &super::resolve::ImageSettings, app_version: &str, suffix: &str) -> String {
+fn image(image: &crate::model::ImageSettings, app_version: &str, suffix: &str) -> String {
     let repo = &image.repository;
     match image.tag.as_str() {
         "" => format!("{repo}:{app_version}-{suffix}"),
@@ -486,27 +490,23 @@ fn fits(config: String, field: &str) -> Result<String, InputError> {
     Ok(config)
 }
 
-fn config_yaml(contract: Contract, server_config: Map<String, Value>, readers: Map<String, Value>) -> String {
+fn config_yaml(rules: &ContractRules, server_config: Map<String, Value>, readers: Map<String, Value>) -> String {
     let mut server = Map::new();
     server.insert("server_config".into(), Value::Object(server_config));
     server.insert("readers_config".into(), Value::Object(readers));
     let mut doc = Map::new();
-    doc.insert(contract.config_root().into(), Value::Object(server));
+    doc.insert(rules.config_root.into(), Value::Object(server));
     super::config_yaml::to_yaml(&Value::Object(doc))
 }
 
 /// Ingress rules with what a valid `networking.k8s.io/v1` Ingress needs (the contract's
 /// rules): a path (`/`) and a pathType (`ImplementationSpecific`) for every host, backed by
 /// the component's first Service port.
-fn ingress(
-    settings: &IngressSettings,
-    name: &str,
-    service_ports: &[ServicePort],
-    field: &str,
-) -> Result<Option<IngressRules>, InputError> {
-    if !settings.enabled {
+fn ingress(pod: &PodSettings, name: &str, field: &str) -> Result<Option<IngressRules>, InputError> {
+    let Some(settings) = pod.ingress.as_ref().filter(|i| i.enabled) else {
         return Ok(None);
-    }
+    };
+    let service_ports: &[ServicePort] = pod.service.as_ref().map_or(&[], |s| &s.ports);
     let Some(first) = service_ports.first() else {
         return Err(InputError::new(
             format!("{field}.service.ports"),
@@ -524,7 +524,7 @@ fn ingress(
         .iter()
         .map(|h| {
             let given = h.paths.as_deref().unwrap_or_default();
-            let default_path = [crate::api::IngressPath::default()];
+            let default_path = [model_orchestra_api::values::IngressPath::default()];
             let paths = if given.is_empty() { &default_path[..] } else { given };
             let paths = paths
                 .iter()
@@ -540,17 +540,17 @@ fn ingress(
     Ok(Some(IngressRules { rules }))
 }
 
-fn path_type_name(t: crate::api::PathType) -> String {
+fn path_type_name(t: model_orchestra_api::values::PathType) -> String {
     match t {
-        crate::api::PathType::Exact => "Exact",
-        crate::api::PathType::Prefix => "Prefix",
-        crate::api::PathType::ImplementationSpecific => "ImplementationSpecific",
+        model_orchestra_api::values::PathType::Exact => "Exact",
+        model_orchestra_api::values::PathType::Prefix => "Prefix",
+        model_orchestra_api::values::PathType::ImplementationSpecific => "ImplementationSpecific",
     }
     .into()
 }
 
 fn pod_context<'a>(
-    pod: &'a PodValues,
+    pod: &'a PodSettings,
     resources: ResourceRequirements,
     tolerations: Vec<Toleration>,
 ) -> PodContext<'a> {
@@ -567,18 +567,18 @@ fn pod_context<'a>(
         node_selector: &pod.node_selector,
         tolerations,
         affinity: &pod.affinity,
-        service: ServiceContext { type_: pod.service.type_, ports: &pod.service.ports },
-        ingress: IngressContext {
-            class_name: &pod.ingress.class_name,
-            annotations: &pod.ingress.annotations,
-            tls: &pod.ingress.tls,
-        },
+        service: pod.service.as_ref().map(|s| ServiceContext { type_: s.type_, ports: &s.ports }),
+        ingress: pod.ingress.as_ref().map(|i| IngressContext {
+            class_name: &i.class_name,
+            annotations: &i.annotations,
+            tls: &i.tls,
+        }),
     }
 }
 
 fn gateway_component<'a>(
-    contract: Contract,
-    gw: &'a GatewayValues,
+    rules: &ContractRules,
+    gw: &'a GatewayModel,
     name: &str,
     common: &BTreeMap<String, String>,
     app_version: &str,
@@ -589,7 +589,7 @@ fn gateway_component<'a>(
     if !pod.env.iter().any(|e| e.name == REQUIRED_GATEWAY_ENV.0) {
         env.push(env_var(REQUIRED_GATEWAY_ENV));
     }
-    let config = fits(config_yaml(contract, snake_keys(&gw.config), Map::new()), "spec.gateway.config")?;
+    let config = fits(config_yaml(rules, snake_keys(&gw.config), Map::new()), "spec.gateway.config")?;
     let m = pod_metadata(common, "gateway", pod, &config);
     Ok(ComponentContext {
         meta: Meta { name: name.to_string(), labels: m.labels },
@@ -604,14 +604,14 @@ fn gateway_component<'a>(
         models_volume: None,
         model_cache: None,
         replicas: Some(pod.replica_count),
-        ingress: ingress(&pod.ingress, name, &pod.service.ports, field)?,
+        ingress: ingress(pod, name, field)?,
         scaler: None,
         values: pod_context(pod, pod.resources.clone(), pod.tolerations.clone()),
     })
 }
 
 struct AppContext<'a> {
-    contract: Contract,
+    rules: &'static ContractRules,
     field: &'a str,
     fullname: &'a str,
     gateway_name: &'a str,
@@ -635,39 +635,9 @@ fn application_env(own: &[EnvVar], template: &[EnvVar], required: Vec<EnvVar>) -
     env
 }
 
-/// The GPU rules for `device: cuda`: an `nvidia.com/gpu` limit of `tensorParallel` (1 when
-/// unset) unless the user set that resource, and a toleration of the GPU taint unless the
-/// user gave tolerations.
-fn gpu_rules(app: &ApplicationValues) -> (ResourceRequirements, Vec<Toleration>) {
-    let mut resources = app.pod.resources.clone();
-    let mut tolerations = app.pod.tolerations.clone();
-    if app.device != Device::Cuda {
-        return (resources, tolerations);
-    }
-    let user_set = [&resources.limits, &resources.requests]
-        .iter()
-        .any(|m| m.as_ref().is_some_and(|m| m.contains_key(GPU_RESOURCE)));
-    if !user_set {
-        let count = app.reader.tensor_parallel.unwrap_or(1);
-        resources
-            .limits
-            .get_or_insert_with(Default::default)
-            .insert(GPU_RESOURCE.to_string(), Quantity(count.to_string()));
-    }
-    if tolerations.is_empty() {
-        tolerations = vec![Toleration {
-            key: Some(GPU_RESOURCE.to_string()),
-            operator: Some("Exists".to_string()),
-            effect: Some("NoSchedule".to_string()),
-            ..Default::default()
-        }];
-    }
-    (resources, tolerations)
-}
-
 fn application_component<'a>(
     ctx: &AppContext,
-    app: &'a ApplicationValues,
+    app: &'a ApplicationModel,
     template_env: &[EnvVar],
     common: &BTreeMap<String, String>,
     app_version: &str,
@@ -689,13 +659,13 @@ fn application_component<'a>(
     let mut server = Map::new();
     server.insert("internal_port".into(), Value::from(ctx.internal_port));
     let config = fits(
-        config_yaml(ctx.contract, server, Map::from_iter([(app.key.clone(), Value::Object(reader))])),
+        config_yaml(ctx.rules, server, Map::from_iter([(app.key.clone(), Value::Object(reader))])),
         &format!("{}.readerConfig", ctx.field),
     )?;
 
     let pod = &app.pod;
     let mut m = pod_metadata(common, &component, pod, &config);
-    let (resources, tolerations) = gpu_rules(app);
+    let (resources, tolerations) = app.gpu_scheduling();
     let model_cache = match &app.model_cache {
         Some(cache) => Some(model_cache(ctx, app, cache, common, &component)?),
         None => None,
@@ -724,14 +694,14 @@ fn application_component<'a>(
             format!("{}.{}.svc.cluster.local:{}", ctx.gateway_name, ctx.namespace, ctx.internal_port),
         );
         metadata.insert(format!("target_{}", app.consumer_group), target.clone());
-        if ctx.contract.trigger_targets_application() {
+        if ctx.rules.trigger_targets_application {
             metadata.insert(format!("target_{}", app.key), target);
         }
         Some(Scaler { annotations: &app.scaling.annotations, spec: &app.scaling.spec, trigger_metadata: metadata })
     } else {
         None
     };
-    let ingress = ingress(&pod.ingress, &name, &pod.service.ports, ctx.field)?;
+    let ingress = ingress(pod, &name, ctx.field)?;
 
     Ok(ComponentContext {
         meta: Meta { name: name.clone(), labels: m.labels },
@@ -742,7 +712,7 @@ fn application_component<'a>(
         pod_labels: m.pod_labels,
         pod_annotations: m.pod_annotations,
         image: image(&pod.image, app_version, "gpu"),
-        env: application_env(&app.own_env, template_env, ctx.contract.required_application_env()),
+        env: application_env(&app.own_env, template_env, (ctx.rules.required_application_env)()),
         models_volume,
         model_cache,
         config_yaml: config,
@@ -762,8 +732,8 @@ pub const MODELS_DIR: &str = "/code/models";
 /// The claim and download Job of an application's model cache.
 fn model_cache<'a>(
     ctx: &AppContext,
-    app: &'a ApplicationValues,
-    cache: &'a super::resolve::ModelCacheSettings,
+    app: &'a ApplicationModel,
+    cache: &'a ModelCacheSettings,
     common: &BTreeMap<String, String>,
     component: &str,
 ) -> Result<ModelCacheContext<'a>, InputError> {
@@ -814,7 +784,7 @@ fn model_cache<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chart::resolve::ImageSettings;
+    use crate::model::ImageSettings;
 
     fn env(name: &str, value: &str) -> EnvVar {
         env_var((name, value))
@@ -825,7 +795,7 @@ mod tests {
         let own = [env("A", "own"), env("TAKEOFF_HEADLESS", "false")];
         let template = [env("A", "template"), env("B", "template")];
         let got: Vec<(String, String)> =
-            application_env(&own, &template, Contract::V1alpha1.required_application_env())
+            application_env(&own, &template, vec![env("TAKEOFF_ADD_READER_ID_SUFFIX", "true")])
                 .into_iter()
                 .map(|e| (e.name, e.value.unwrap()))
                 .collect();

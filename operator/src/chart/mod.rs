@@ -6,50 +6,28 @@
 mod component;
 mod config_yaml;
 mod context;
-mod contract;
-mod merge;
 mod names;
 mod render;
-pub(crate) mod resolve;
-mod values;
 mod yaml;
 
 use std::path::Path;
 
 use handlebars::Handlebars;
-use include_dir::{include_dir, Dir};
+use model_orchestra_api::ApiVersion;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::api::ModelOrchestraSpec;
 use crate::error::RenderError;
+use crate::model::Values;
+use crate::versions::{self, EmbeddedChart, ServedVersion};
 
 pub use component::Component;
 pub use context::{MANAGED_BY, MANAGED_BY_LABEL, MODEL_REVISION_LABEL};
-pub use contract::{Contract, API_VERSION_ANNOTATION};
-pub use render::{to_yaml_stream, RenderedObject};
+pub use render::{to_yaml_stream, Rendered, RenderedObject};
 
-/// A chart compiled into the binary: its templates, and its `Chart.yaml` and `values.yaml`
-/// as JSON (see `build.rs`).
-struct Embedded {
-    templates: Dir<'static>,
-    chart_json: &'static str,
-    values_json: &'static str,
-}
-
-/// The `v1alpha1` chart (model-orchestra 0.3's contract).
-static EMBEDDED_V1ALPHA1: Embedded = Embedded {
-    templates: include_dir!("$CARGO_MANIFEST_DIR/../charts/model-orchestra/templates"),
-    chart_json: include_str!(concat!(env!("OUT_DIR"), "/model-orchestra/Chart.json")),
-    values_json: include_str!(concat!(env!("OUT_DIR"), "/model-orchestra/values.json")),
-};
-
-/// The `v1alpha2` chart (inference-stack 1.0's contract).
-static EMBEDDED_V1ALPHA2: Embedded = Embedded {
-    templates: include_dir!("$CARGO_MANIFEST_DIR/../charts/model-orchestra-1.0/templates"),
-    chart_json: include_str!(concat!(env!("OUT_DIR"), "/model-orchestra-1.0/Chart.json")),
-    values_json: include_str!(concat!(env!("OUT_DIR"), "/model-orchestra-1.0/values.json")),
-};
+/// The annotation of `Chart.yaml` naming the ModelOrchestra version a chart serves (none
+/// means `v1alpha1`).
+pub const API_VERSION_ANNOTATION: &str = "models.titanml.co/api-version";
 
 /// `Chart.yaml`: the fields the renderer uses.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -65,12 +43,10 @@ pub struct ChartMetadata {
 /// A loaded, compiled chart.
 pub struct Chart {
     pub metadata: ChartMetadata,
-    /// The ModelOrchestra version whose values this chart renders.
-    pub contract: Contract,
+    /// The API version whose CRs this chart renders, and its module.
+    version: &'static dyn ServedVersion,
     /// `values.yaml`, parsed once: the defaults every CR is merged over.
-    defaults: ModelOrchestraSpec,
-    /// `applicationTemplate.modelsVolume` and `.modelCache` of `values.yaml` (`v1alpha2`).
-    default_models: crate::api::v1alpha2::ModelsVolumes,
+    defaults: Values,
     /// Template names in a fixed order (sorted by file name), partials excluded.
     templates: Vec<String>,
     registry: Handlebars<'static>,
@@ -82,23 +58,20 @@ pub struct Chart {
 }
 
 impl Chart {
-    /// The `v1alpha1` chart compiled into this binary.
-    pub fn embedded() -> Result<Chart, RenderError> {
-        Chart::from_embedded(&EMBEDDED_V1ALPHA1)
+    /// The chart compiled into this binary for `version`.
+    pub fn embedded(version: ApiVersion) -> Result<Chart, RenderError> {
+        Chart::from_embedded(versions::served(version).embedded_chart())
     }
 
-    /// The chart compiled into this binary for `contract`.
-    pub fn embedded_for(contract: Contract) -> Result<Chart, RenderError> {
-        Chart::from_embedded(match contract {
-            Contract::V1alpha1 => &EMBEDDED_V1ALPHA1,
-            Contract::V1alpha2 => &EMBEDDED_V1ALPHA2,
-        })
+    /// The API version whose CRs this chart renders.
+    pub fn api_version(&self) -> ApiVersion {
+        self.version.api_version()
     }
 
     /// An embedded chart. Its `Chart.yaml` and `values.yaml` were parsed at build time
     /// (`build.rs`); its values are checked against the contract in debug builds (every
     /// test), as its rendered objects are.
-    fn from_embedded(embedded: &Embedded) -> Result<Chart, RenderError> {
+    fn from_embedded(embedded: &EmbeddedChart) -> Result<Chart, RenderError> {
         let mut templates = Vec::new();
         for f in embedded.templates.files() {
             let name = f.path().file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
@@ -107,12 +80,9 @@ impl Chart {
         }
         let metadata: ChartMetadata =
             serde_json::from_str(embedded.chart_json).map_err(|e| RenderError::chart("Chart.yaml", e))?;
-        let contract = contract_of(&metadata)?;
-        let checked = cfg!(debug_assertions);
         let values: Value =
             serde_json::from_str(embedded.values_json).map_err(|e| RenderError::chart("values.yaml", e))?;
-        let (defaults, models) = defaults(contract, &values, checked)?;
-        Chart::from_parts(metadata, contract, defaults, models, templates, checked)
+        Chart::from_parts(metadata, &values, templates, cfg!(debug_assertions))
     }
 
     /// A chart directory on disk (for chart development).
@@ -130,21 +100,30 @@ impl Chart {
             serde_yaml::from_str(&read(&dir.join("Chart.yaml"))?).map_err(|e| RenderError::chart("Chart.yaml", e))?;
         let metadata: ChartMetadata =
             serde_json::from_value(metadata).map_err(|e| RenderError::chart("Chart.yaml", e))?;
-        let contract = contract_of(&metadata)?;
         let values: Value =
             serde_yaml::from_str(&read(&dir.join("values.yaml"))?).map_err(|e| RenderError::chart("values.yaml", e))?;
-        let (defaults, models) = defaults(contract, &values, true)?;
-        Chart::from_parts(metadata, contract, defaults, models, templates, true)
+        Chart::from_parts(metadata, &values, templates, true)
     }
 
+    /// `values.yaml` must satisfy its version's values contract (strictly, no unknown
+    /// field). `checked`: it must also give every value a default, and every rendered
+    /// object is checked against its kind's schema.
     fn from_parts(
         metadata: ChartMetadata,
-        contract: Contract,
-        defaults: ModelOrchestraSpec,
-        default_models: crate::api::v1alpha2::ModelsVolumes,
+        values: &Value,
         files: Vec<(String, String)>,
-        check_objects: bool,
+        checked: bool,
     ) -> Result<Chart, RenderError> {
+        let annotation = metadata.annotations.get(API_VERSION_ANNOTATION).map_or("v1alpha1", String::as_str);
+        let api_version: ApiVersion = annotation.parse().map_err(|e| RenderError::chart("Chart.yaml", e))?;
+        let version = versions::served(api_version);
+        let defaults = version.values(values).map_err(|e| RenderError::chart("values.yaml", e))?;
+        if checked {
+            version.check_defaults(&defaults).map_err(|e| RenderError::chart("values.yaml", e))?;
+            let probe =
+                Values { applications: Some([("probe".to_string(), Default::default())].into()), ..Default::default() };
+            crate::model::resolve(&defaults, &probe, version.rules())?;
+        }
         let mut registry = render::registry();
         let mut templates = Vec::new();
         for (file, compiled) in compile_templates(files)? {
@@ -159,72 +138,8 @@ impl Chart {
         if templates.is_empty() {
             return Err(RenderError::chart("templates/", "no templates (*.hbs) found"));
         }
-        Ok(Chart { metadata, contract, defaults, default_models, templates, registry, check_objects })
+        Ok(Chart { metadata, version, defaults, templates, registry, check_objects: checked })
     }
-}
-
-fn contract_of(metadata: &ChartMetadata) -> Result<Contract, RenderError> {
-    Contract::from_api_version(metadata.annotations.get(API_VERSION_ANNOTATION).map(String::as_str))
-        .map_err(|e| RenderError::chart("Chart.yaml", e))
-}
-
-/// `values.yaml` as the renderer's defaults, read as the contract's version. `checked`: it
-/// must itself satisfy the values contract (strictly, no unknown field), and give every
-/// value a default (a value left out would have nothing to fall back on).
-fn defaults(
-    contract: Contract,
-    values: &Value,
-    checked: bool,
-) -> Result<(ModelOrchestraSpec, crate::api::v1alpha2::ModelsVolumes), RenderError> {
-    let in_values = |e: crate::error::InputError| RenderError::chart("values.yaml", e);
-    let json_error = |e: serde_json::Error| RenderError::chart("values.yaml", e);
-    let (mut defaults, models) = match contract {
-        Contract::V1alpha1 => {
-            let spec: ModelOrchestraSpec = if checked {
-                crate::input::strict_from_value(values).map_err(in_values)?
-            } else {
-                serde_json::from_value(values.clone()).map_err(json_error)?
-            };
-            (spec, Default::default())
-        }
-        Contract::V1alpha2 => {
-            let spec: crate::api::v1alpha2::ModelOrchestraSpec = if checked {
-                crate::input::strict_from_value(values).map_err(in_values)?
-            } else {
-                serde_json::from_value(values.clone()).map_err(json_error)?
-            };
-            spec.into_values()
-        }
-    };
-    if !contract.applications_have_network() {
-        // Applications have no Service or Ingress: the resolver still resolves the settings
-        // every component has, so they are none (no ports, disabled); nothing renders them.
-        let template = defaults.application_template.get_or_insert_with(Default::default);
-        template.service =
-            Some(crate::api::ServiceValues { type_: Some(crate::api::ServiceType::ClusterIP), ports: Some(vec![]) });
-        template.ingress = Some(crate::api::IngressValues {
-            enabled: Some(false),
-            class_name: Some(String::new()),
-            annotations: Some(Default::default()),
-            hosts: Some(vec![]),
-            tls: Some(vec![]),
-        });
-    }
-    if checked {
-        let probe = ModelOrchestraSpec {
-            applications: Some([("probe".to_string(), Default::default())].into()),
-            ..Default::default()
-        };
-        resolve::resolve(&defaults, &probe)?;
-        if contract == Contract::V1alpha2 {
-            if models.template.is_none() {
-                return Err(RenderError::chart("values.yaml", "applicationTemplate.modelsVolume needs a default"));
-            }
-            resolve::model_cache(models.cache_template.as_ref(), None)
-                .map_err(|e| RenderError::chart("values.yaml", e))?;
-        }
-    }
-    Ok((defaults, models))
 }
 
 /// A compiled template file: a partial (`_name.json.hbs`, registered as `name`) or a

@@ -3,7 +3,7 @@
 //! make two objects collide.
 
 use crate::error::InputError;
-use crate::validate::names::{is_dns_label, MAX_LABEL};
+use model_orchestra_api::names::{is_dns_label, MAX_LABEL};
 
 /// Helm's `fullname`: `fullnameOverride`; else the release name if it already contains the
 /// chart name; else `<release>-<chart name>`; cut to 63 characters without a trailing `-`.

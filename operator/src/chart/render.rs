@@ -10,10 +10,13 @@ use std::collections::HashSet;
 use handlebars::{Context, Handlebars, Helper, HelperResult, Output, RenderContext, RenderErrorReason};
 use serde_json::Value;
 
+use std::collections::BTreeMap;
+
+use model_orchestra_api::kinds::Kind;
+
 use super::{context, Chart, Component};
-use crate::api::ModelOrchestraSpec;
-use crate::error::RenderError;
-use crate::kinds::Kind;
+use crate::error::{InputError, InputErrors, RenderError};
+use crate::model::{Model, Values};
 
 /// One object the chart rendered, checked against its kind's schema.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,88 +67,51 @@ enum ShardError {
     Chart(RenderError),
 }
 
+/// What a render produced: the checked objects, and what is legal but almost certainly
+/// wrong in the values (each naming its field).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rendered {
+    pub objects: Vec<RenderedObject>,
+    pub warnings: Vec<InputError>,
+}
+
 impl Chart {
-    /// Renders the objects for a ModelOrchestra named `release` in `namespace`.
+    /// The model of a ModelOrchestra with these values (its spec, as its version's module
+    /// read it): merged over `values.yaml`, each cached model downloaded for `refresh`'s
+    /// value for its application (see `reconcile::model::refresh_values`).
+    pub fn model(&self, values: &Values, refresh: &BTreeMap<String, String>) -> Result<Model, RenderError> {
+        let mut model = crate::model::resolve(&self.defaults, values, self.version.rules())?;
+        for app in &mut model.applications {
+            if let Some(cache) = &mut app.model_cache {
+                cache.refresh = refresh.get(&app.key).cloned().unwrap_or_default();
+            }
+        }
+        Ok(model)
+    }
+
+    /// Renders the objects for a ModelOrchestra named `release` in `namespace` with these
+    /// values (see [`Chart::model`]).
+    pub fn render(
+        &self,
+        release: &str,
+        namespace: &str,
+        values: &Values,
+        refresh: &BTreeMap<String, String>,
+    ) -> Result<Rendered, RenderError> {
+        self.render_model(release, namespace, &self.model(values, refresh)?)
+    }
+
+    /// Validates the model (every error at once) and renders its objects.
     ///
     /// Applications are rendered in shards, on as many threads as the CPUs allow: every
     /// shard renders every template with the release, the gateway at the root and its own
     /// applications, and contributes the objects of its applications; the first shard also
     /// lists the gateway among its components and contributes the release's and the
     /// gateway's objects. The templates do not know about shards.
-    pub fn render(
-        &self,
-        release: &str,
-        namespace: &str,
-        spec: &ModelOrchestraSpec,
-    ) -> Result<Vec<RenderedObject>, RenderError> {
-        self.expect_contract(super::Contract::V1alpha1)?;
-        self.render_values(release, namespace, spec, None)
-    }
-
-    /// Renders a `v1alpha2` ModelOrchestra (with the `v1alpha2` chart).
-    pub fn render_v1alpha2(
-        &self,
-        release: &str,
-        namespace: &str,
-        spec: &crate::api::v1alpha2::ModelOrchestraSpec,
-    ) -> Result<Vec<RenderedObject>, RenderError> {
-        self.render_v1alpha2_refreshed(release, namespace, spec, &std::collections::BTreeMap::new())
-    }
-
-    /// Renders a `v1alpha2` ModelOrchestra whose cached models are downloaded for the
-    /// given refresh value per application (see `reconcile::model::refresh_values`).
-    pub fn render_v1alpha2_refreshed(
-        &self,
-        release: &str,
-        namespace: &str,
-        spec: &crate::api::v1alpha2::ModelOrchestraSpec,
-        refresh: &std::collections::BTreeMap<String, String>,
-    ) -> Result<Vec<RenderedObject>, RenderError> {
-        self.expect_contract(super::Contract::V1alpha2)?;
-        let (spec, mut models) = spec.clone().into_values();
-        if models.template.is_none() {
-            models.template = self.default_models.template.clone();
-        }
-        let defaults = self.default_models.cache_template.clone().unwrap_or_default();
-        models.cache_template =
-            Some(super::resolve::merge_model_cache(&defaults, &models.cache_template.unwrap_or_default()));
-        self.render_values(release, namespace, &spec, Some((&models, refresh)))
-    }
-
-    fn expect_contract(&self, version: super::Contract) -> Result<(), RenderError> {
-        if self.contract != version {
-            return Err(RenderError::chart(
-                "Chart.yaml",
-                format!(
-                    "this chart renders {} ModelOrchestras, not {}",
-                    self.contract.api_version(),
-                    version.api_version()
-                ),
-            ));
-        }
-        Ok(())
-    }
-
-    fn render_values(
-        &self,
-        release: &str,
-        namespace: &str,
-        spec: &ModelOrchestraSpec,
-        models: Option<(&crate::api::v1alpha2::ModelsVolumes, &std::collections::BTreeMap<String, String>)>,
-    ) -> Result<Vec<RenderedObject>, RenderError> {
-        let mut values = super::resolve::resolve(&self.defaults, spec)?;
-        if let Some((models, refresh)) = models {
-            for app in &mut values.applications {
-                app.models_volume = models.of(&app.key).cloned();
-                app.model_cache =
-                    super::resolve::model_cache(models.cache_template.as_ref(), models.cache_own.get(&app.key))?;
-                if let Some(cache) = &mut app.model_cache {
-                    cache.refresh = refresh.get(&app.key).cloned().unwrap_or_default();
-                }
-            }
-        }
-        crate::validate::resolved(&values, spec, self.contract)?;
-        let release_context = context::Release::new(self, release, namespace, &values)?;
+    pub fn render_model(&self, release: &str, namespace: &str, values: &Model) -> Result<Rendered, RenderError> {
+        let findings = crate::validate::model(values);
+        InputErrors::check(findings.errors)?;
+        let release_context = context::Release::new(self, release, namespace, values)?;
         let ranges = shards(values.applications.len(), render_threads());
         let render_shard =
             |i: usize| self.render_shard(&release_context, &values.applications[ranges[i].clone()], i == 0);
@@ -181,14 +147,14 @@ impl Chart {
                 format!("renders {} `{}` a second time", twice[0].kind.kind(), twice[0].name),
             ));
         }
-        Ok(objects)
+        Ok(Rendered { objects, warnings: findings.warnings })
     }
 
     /// Renders every template for one shard of the applications (see [`Chart::render`]).
     fn render_shard(
         &self,
         release: &context::Release,
-        applications: &[super::resolve::ApplicationValues],
+        applications: &[crate::model::ApplicationModel],
         first: bool,
     ) -> Result<Vec<RenderedObject>, ShardError> {
         let applications = release.applications(applications).map_err(ShardError::Values)?;

@@ -15,18 +15,8 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
 
-use crate::kinds::Kind;
 use crate::reconcile::plan::{Existing, MANAGED_BY, MANAGED_BY_LABEL, OWNER_NAME_LABEL};
-
-pub fn api_resource(kind: Kind) -> ApiResource {
-    ApiResource {
-        group: kind.group().into(),
-        version: kind.version().into(),
-        api_version: kind.api_version(),
-        kind: kind.kind().into(),
-        plural: kind.plural().into(),
-    }
-}
+use model_orchestra_api::kinds::Kind;
 
 /// One cached child: enough to prune and to notice drift.
 #[derive(Debug, Clone)]
@@ -124,7 +114,7 @@ pub fn watch(client: &Client, namespace: Option<&str>, kinds: &[Kind]) -> (Cache
             deploy_stream = Some(s);
             continue;
         }
-        let ar = api_resource(kind);
+        let ar = kind.resource();
         let writer = reflector::store::Writer::new(ar.clone());
         metadata.insert(kind, writer.as_reader());
         let s = watcher(metadata_api(client, namespace, &ar), config())
@@ -208,7 +198,7 @@ impl Caches {
             return self.job(namespace, name)?.metadata.resource_version.clone();
         }
         let store = self.metadata.get(&kind)?;
-        let key = ObjectRef::new_with(name, api_resource(kind)).within(namespace);
+        let key = ObjectRef::new_with(name, kind.resource()).within(namespace);
         store.get(&key)?.metadata.resource_version.clone()
     }
 }

@@ -23,8 +23,8 @@ use kube::runtime::{reflector, watcher, WatchStreamExt};
 use kube::{Api, Client};
 
 use crate::chart::Chart;
-use crate::kinds::Kind;
 use crate::operations::metrics::Metrics;
+use model_orchestra_api::kinds::Kind;
 use reconciler::{error_policy, key, reconcile, Context, ReconcileSettings};
 
 pub struct Settings {
@@ -62,7 +62,7 @@ async fn serves(client: &Client, group: &str, version: &str, kind: &str) -> Resu
 /// `version`. Only the CRD and the optional kinds (KEDA, Prometheus Operator) are asked
 /// about — three requests, not a walk of every API group.
 pub async fn served_kinds(client: &Client, version: &str) -> Result<Vec<Kind>, StartError> {
-    if !serves(client, crate::api::GROUP, version, crate::api::KIND).await? {
+    if !serves(client, model_orchestra_api::GROUP, version, model_orchestra_api::KIND).await? {
         return Err(StartError::CrdMissing { version: version.into() });
     }
     let mut kinds = Vec::new();
@@ -106,7 +106,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> Result<(), StartError> {
     let shutdown = futures::FutureExt::shared(Box::pin(shutdown));
-    let version = chart.contract.api_version();
+    let version = chart.api_version().as_str();
     let mut served = tokio::select! {
         kinds = discover(&client, version) => kinds,
         _ = shutdown.clone() => return Ok(()),

@@ -6,26 +6,15 @@
 use futures::stream::BoxStream;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
 
 use crate::chart::{Component, MANAGED_BY, MANAGED_BY_LABEL};
-use crate::reconcile::status::PodProblem;
+use crate::reconcile::pod_health::{newness, pod_problem, PodProblem};
 
 pub const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
 pub const COMPONENT_LABEL: &str = "app.kubernetes.io/component";
-
-/// Container waiting reasons that mean the pod will not start by itself.
-const STUCK_REASONS: [&str; 6] = [
-    "ImagePullBackOff",
-    "ErrImagePull",
-    "CrashLoopBackOff",
-    "CreateContainerConfigError",
-    "CreateContainerError",
-    "InvalidImageName",
-];
 
 pub type PodStream = BoxStream<'static, Result<Pod, watcher::Error>>;
 
@@ -48,15 +37,6 @@ pub fn watch(client: &Client, namespace: Option<&str>) -> (Pods, PodStream) {
         .labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY},{INSTANCE_LABEL},{COMPONENT_LABEL}"));
     let stream = watcher(api, config).default_backoff().modify(slim).reflect(writer).touched_objects().boxed();
     (Pods { store }, stream)
-}
-
-/// Orders pods by creation: creationTimestamp has whole seconds, so a rollout's new pod
-/// often ties with the old one; the resourceVersion (an integer that grows with each write on
-/// an etcd-backed API server; 0 if not) breaks the tie — the old pod's last write came
-/// before the new pod existed.
-fn newness(pod: &Pod) -> (Option<Time>, u64) {
-    let version = pod.metadata.resource_version.as_deref().and_then(|v| v.parse().ok()).unwrap_or(0);
-    (pod.metadata.creation_timestamp.clone(), version)
 }
 
 /// Keeps the identity labels, the scheduling condition and the containers' waiting states.
@@ -139,85 +119,5 @@ impl Pods {
     pub fn owner(pod: &Pod) -> Option<(String, String)> {
         let release = pod.metadata.labels.as_ref()?.get(INSTANCE_LABEL)?.clone();
         Some((release, pod.metadata.namespace.clone()?))
-    }
-}
-
-/// What a single pod reports: unschedulable (the scheduler's message), or a container
-/// stuck waiting.
-pub fn pod_problem(pod: &Pod) -> Option<PodProblem> {
-    let status = pod.status.as_ref()?;
-    if let Some(c) = status
-        .conditions
-        .iter()
-        .flatten()
-        .find(|c| c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable"))
-    {
-        return Some(PodProblem {
-            unschedulable: true,
-            message: c.message.clone().unwrap_or_else(|| "no node fits the pod".into()),
-        });
-    }
-    status.container_statuses.iter().flatten().find_map(|c| {
-        let waiting = c.state.as_ref()?.waiting.as_ref()?;
-        let reason = waiting.reason.as_deref().filter(|r| STUCK_REASONS.contains(r))?;
-        let message =
-            waiting.message.as_deref().map(|m| format!("{reason}: {m}")).unwrap_or_else(|| reason.to_string());
-        Some(PodProblem { unschedulable: false, message: format!("container {}: {message}", c.name) })
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn pod(status: serde_json::Value) -> Pod {
-        serde_json::from_value(json!({"metadata": {"name": "p", "namespace": "ns"}, "status": status})).unwrap()
-    }
-
-    #[test]
-    fn of_two_pods_created_in_the_same_second_the_later_written_is_newer() {
-        let at = |rv: &str| -> Pod {
-            serde_json::from_value(
-                json!({"metadata": {"name": "p", "creationTimestamp": "2026-11-24T01:03:47Z", "resourceVersion": rv}}),
-            )
-            .unwrap()
-        };
-        // 99 < 100 as numbers, not as strings.
-        assert!(newness(&at("100")) > newness(&at("99")));
-        let later: Pod = serde_json::from_value(
-            json!({"metadata": {"name": "p", "creationTimestamp": "2026-11-24T01:03:48Z", "resourceVersion": "5"}}),
-        )
-        .unwrap();
-        assert!(newness(&later) > newness(&at("100")), "creation time first");
-    }
-
-    #[test]
-    fn an_unschedulable_pod_carries_the_schedulers_message() {
-        let p = pod(
-            json!({"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."}]}),
-        );
-        assert_eq!(
-            pod_problem(&p),
-            Some(PodProblem {
-                unschedulable: true,
-                message: "0/4 nodes are available: 4 Insufficient nvidia.com/gpu.".into()
-            })
-        );
-    }
-
-    #[test]
-    fn a_container_stuck_pulling_its_image_is_a_problem_but_a_starting_one_is_not() {
-        let stuck = pod(
-            json!({"containerStatuses": [{"name": "reader", "image": "i", "imageID": "", "ready": false, "restartCount": 0, "state": {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image \"i\""}}}]}),
-        );
-        assert_eq!(
-            pod_problem(&stuck).unwrap().message,
-            "container reader: ImagePullBackOff: Back-off pulling image \"i\""
-        );
-        let starting = pod(
-            json!({"containerStatuses": [{"name": "reader", "image": "i", "imageID": "", "ready": false, "restartCount": 0, "state": {"waiting": {"reason": "ContainerCreating"}}}]}),
-        );
-        assert_eq!(pod_problem(&starting), None);
     }
 }

@@ -16,13 +16,10 @@ use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
 
-use super::children::{api_resource, Caches};
+use super::children::Caches;
 use super::pods::Pods;
-use crate::api::v1alpha2::ModelOrchestraStatus;
-use crate::api::{GROUP, KIND, VERSION};
 use crate::chart::{Chart, Component};
 use crate::error::RenderError;
-use crate::kinds::Kind;
 use crate::operations::metrics::Metrics;
 use crate::reconcile::backoff::{Backoff, Retry};
 use crate::reconcile::condition::{ConditionType, Reason};
@@ -31,6 +28,9 @@ use crate::reconcile::model::{self, Download};
 use crate::reconcile::plan::{self, ApplyPlan, Owner, PlannedObject, FIELD_MANAGER};
 use crate::reconcile::routing::{self, is_routed_here};
 use crate::reconcile::status::{self, deployment_readiness, Health, Observed, Outcome, Report};
+use model_orchestra_api::kinds::Kind;
+use model_orchestra_api::v1alpha2::ModelOrchestraStatus;
+use model_orchestra_api::KIND;
 
 /// Objects of one CR applied (or dry-run) at once.
 const APPLY_CONCURRENCY: usize = 8;
@@ -73,7 +73,7 @@ pub struct ReconcileSettings {
 impl Context {
     /// The ModelOrchestra resource at the version this line serves (its chart's).
     pub fn cr_resource(&self) -> ApiResource {
-        mo_resource_at(self.chart.contract.api_version())
+        self.chart.api_version().resource()
     }
 
     pub fn new(
@@ -246,21 +246,6 @@ fn api_message(e: &kube::Error) -> String {
     }
 }
 
-pub fn mo_resource() -> ApiResource {
-    mo_resource_at(VERSION)
-}
-
-/// The ModelOrchestra resource at `version` (the one an operator line serves).
-pub fn mo_resource_at(version: &str) -> ApiResource {
-    ApiResource {
-        group: GROUP.into(),
-        version: version.into(),
-        api_version: format!("{GROUP}/{version}"),
-        kind: KIND.into(),
-        plural: "modelorchestras".into(),
-    }
-}
-
 /// `namespace/name` of a CR: the key of everything kept per CR.
 pub fn key(obj: &DynamicObject) -> String {
     format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any())
@@ -306,7 +291,7 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
         obj.metadata.labels.as_ref(),
         written,
         &s.routing,
-        ctx.chart.contract.api_version(),
+        ctx.chart.api_version().as_str(),
         s.claim_unlabeled,
     ) {
         // Another line's CR: forget it, so taking it back later applies again.
@@ -413,15 +398,13 @@ fn since_last_apply(cr: &Cr, ctx: &Context) -> SinceLastApply {
 /// the plan and the refresh value each model is downloaded for.
 fn render_and_plan(cr: &Cr, ctx: &Context) -> Result<(ApplyPlan, BTreeMap<String, String>), ReconcileError> {
     let value = serde_json::to_value(cr.obj).expect("objects serialise");
+    let doc = model_orchestra_api::parse::document(&value).map_err(RenderError::from)?;
     // The watch is at the version this line serves (its chart's), so that is what arrives.
-    let (mut rendered, refresh) = match crate::input::versioned_from_value(&value).map_err(RenderError::from)? {
-        crate::input::Versioned::V1alpha1(mo) => (crate::render(&ctx.chart, &mo, &cr.namespace)?, BTreeMap::new()),
-        crate::input::Versioned::V1alpha2(mo) => {
-            let apps: Vec<&str> = mo.spec.applications.iter().flatten().map(|(k, _)| k.as_str()).collect();
-            let refresh = model::refresh_values(cr.refresh_annotation.as_deref(), &apps, &cr.previous);
-            (ctx.chart.render_v1alpha2_refreshed(&cr.name, &cr.namespace, &mo.spec, &refresh)?, refresh)
-        }
-    };
+    let version = crate::versions::served(ctx.chart.api_version());
+    let values = version.values(&doc.spec).map_err(|e| RenderError::from(e.prefixed("spec")))?;
+    let apps: Vec<&str> = values.applications.iter().flatten().map(|(k, _)| k.as_str()).collect();
+    let refresh = model::refresh_values(cr.refresh_annotation.as_deref(), &apps, &cr.previous);
+    let mut rendered = ctx.chart.render(&cr.name, &cr.namespace, &values, &refresh)?.objects;
     let gates = downloads(ctx, cr, &model::cached_models(&rendered), &refresh)
         .into_iter()
         .map(|(app, d)| (app, d.gate()))
@@ -467,7 +450,7 @@ async fn apply_one(
     o: &PlannedObject,
     step: Step,
 ) -> Result<DynamicObject, ReconcileError> {
-    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), namespace, &api_resource(o.kind));
+    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), namespace, &o.kind.resource());
     let params = PatchParams { dry_run: step == Step::DryRun, ..PatchParams::apply(FIELD_MANAGER).force() };
     api.patch(&o.name, &params, &Patch::Apply(&o.body)).await.map_err(|e| ReconcileError::request(step, o, e))
 }
@@ -513,7 +496,7 @@ async fn prune(ctx: &Context, cr: &Cr<'_>, plan: &ApplyPlan) -> Result<(), Recon
     let children = ctx.caches.children(&cr.namespace, &cr.name);
     let existing: Vec<_> = children.iter().map(|c| c.existing.clone()).collect();
     for gone in plan::prune(&owner, plan, &existing) {
-        let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &cr.namespace, &api_resource(gone.kind));
+        let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &cr.namespace, &gone.kind.resource());
         // The precondition makes sure a same-named object created since the cache saw it
         // is not the one deleted.
         let uid = children.iter().find(|c| c.existing == *gone).and_then(|c| c.uid.clone());

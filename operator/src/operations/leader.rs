@@ -18,11 +18,6 @@ pub struct LeaseLock {
     pub duration: Duration,
 }
 
-/// The Lease name for a routing value: `model-orchestra-operator-v1`.
-pub fn lease_name(routing: &str) -> String {
-    format!("model-orchestra-operator-{}", routing.to_ascii_lowercase())
-}
-
 /// Whether a lease held by someone else has expired at `now`.
 pub fn expired(spec: &LeaseSpec, now: Timestamp) -> bool {
     let Some(renewed) = spec.renew_time.as_ref().or(spec.acquire_time.as_ref()) else {
@@ -154,10 +149,5 @@ mod tests {
     #[test]
     fn a_lease_never_renewed_is_free() {
         assert!(expired(&LeaseSpec::default(), Timestamp::from_second(0).unwrap()));
-    }
-
-    #[test]
-    fn lease_names_carry_the_routing_value() {
-        assert_eq!(lease_name("v1"), "model-orchestra-operator-v1");
     }
 }

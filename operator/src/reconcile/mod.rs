@@ -7,5 +7,6 @@ pub(crate) mod condition;
 pub(crate) mod drift;
 pub mod model;
 pub(crate) mod plan;
+pub(crate) mod pod_health;
 pub mod routing;
 pub(crate) mod status;

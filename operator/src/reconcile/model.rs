@@ -8,9 +8,9 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::Value;
 
-use crate::api::v1alpha2::{ModelOrchestraStatus, ModelPhase, ModelServing, ModelStatus};
 use crate::chart::{Component, RenderedObject};
-use crate::kinds::Kind;
+use model_orchestra_api::kinds::Kind;
+use model_orchestra_api::v1alpha2::{ModelOrchestraStatus, ModelPhase, ModelServing, ModelStatus};
 
 /// Annotating a CR with this (any value) downloads the models of every cached application
 /// again; a value listing application names (comma- or space-separated) only theirs.
@@ -157,7 +157,7 @@ pub fn download_state(job_name: &str, job: Option<&Job>, pod: Option<&Pod>) -> (
     match pod_status.and_then(|s| s.phase.as_deref()) {
         Some("Running") => (ModelPhase::Downloading, format!("Job {job_name} is downloading")),
         _ => {
-            let problem = pod.and_then(crate::controller::pods::pod_problem).map(|p| p.message);
+            let problem = pod.and_then(super::pod_health::pod_problem).map(|p| p.message);
             let message = match (problem, last_failure) {
                 (Some(p), _) => p,
                 (None, Some(last)) => format!("retrying after {last}"),
@@ -231,7 +231,7 @@ pub fn refresh_done(value: &str, downloads: &BTreeMap<String, Download>) -> bool
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::v1alpha2::{ApplicationStatus, ModelStatus};
+    use model_orchestra_api::v1alpha2::{ApplicationStatus, ModelStatus};
     use serde_json::json;
 
     fn job(conditions: Value) -> Job {

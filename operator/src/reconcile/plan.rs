@@ -12,9 +12,9 @@ use std::collections::BTreeSet;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use crate::api::KIND;
 use crate::chart::{Component, RenderedObject};
-use crate::kinds::Kind;
+use model_orchestra_api::kinds::Kind;
+use model_orchestra_api::KIND;
 
 /// Label naming the ModelOrchestra an object belongs to.
 pub const OWNER_NAME_LABEL: &str = "models.titanml.co/modelorchestra";

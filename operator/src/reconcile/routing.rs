@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
 
 /// The label a CR carries to choose its operator version line (e.g. `v1`).
-pub use crate::api::ROUTING_LABEL;
+pub use model_orchestra_api::lines::ROUTING_LABEL;
 
 /// `v<MAJOR>` of an operator version such as `1.4.2` (or `0.1.0` → `v0`).
 pub fn default_routing_value(version: &str) -> String {

@@ -12,7 +12,7 @@ use super::condition::{ConditionType, Reason};
 use super::model::{refresh_done, Download};
 // v1alpha2's status is v1alpha1's plus each model and the last refresh: a v1alpha1 line
 // leaves those out, so it writes exactly the v1alpha1 status.
-use crate::api::v1alpha2::{ApplicationStatus, ModelOrchestraStatus, ModelPhase, ModelRefresh, ModelStatus};
+use model_orchestra_api::v1alpha2::{ApplicationStatus, ModelOrchestraStatus, ModelPhase, ModelRefresh, ModelStatus};
 
 /// How far the reconcile got.
 #[derive(Debug, Clone, PartialEq)]

@@ -2,8 +2,10 @@
 //! on the typed spec, so that offline rendering rejects what the API server would. A test
 //! walks the generated schema and proves every declared bound is checked here.
 
-use crate::api::{Application, ModelOrchestraSpec, ReaderConfig, Scaling};
+use model_orchestra_api::values::{ReaderConfig, Scaling};
+
 use crate::error::InputError;
+use crate::model::{ApplicationValues, Values};
 
 fn at_least(value: Option<impl Into<i64>>, min: i64, field: &str) -> Result<(), InputError> {
     match value.map(Into::into) {
@@ -19,24 +21,23 @@ fn at_most(value: Option<impl Into<i64>>, max: i64, field: &str) -> Result<(), I
     }
 }
 
-/// Every bound of the spec, in each place it is written.
-pub fn spec(spec: &ModelOrchestraSpec) -> Result<(), InputError> {
+/// Every bound of the values as written, in each place it is written.
+pub(super) fn spec(spec: &Values, out: &mut Vec<InputError>) {
     if let Some(g) = &spec.gateway {
-        at_least(g.replica_count, 0, "spec.gateway.replicaCount")?;
+        out.extend(at_least(g.replica_count, 0, "spec.gateway.replicaCount").err());
         let port = g.config.as_ref().and_then(|c| c.internal_port);
-        at_least(port, 1, "spec.gateway.config.internalPort")?;
-        at_most(port, 65535, "spec.gateway.config.internalPort")?;
+        out.extend(at_least(port, 1, "spec.gateway.config.internalPort").err());
+        out.extend(at_most(port, 65535, "spec.gateway.config.internalPort").err());
     }
     if let Some(t) = &spec.application_template {
-        application(t, "spec.applicationTemplate")?;
+        out.extend(application(t, "spec.applicationTemplate").err());
     }
     for (key, app) in spec.applications.iter().flatten() {
-        application(app, &format!("spec.applications.{key}"))?;
+        out.extend(application(app, &format!("spec.applications.{key}")).err());
     }
-    Ok(())
 }
 
-fn application(a: &Application, field: &str) -> Result<(), InputError> {
+fn application(a: &ApplicationValues, field: &str) -> Result<(), InputError> {
     at_least(a.replica_count, 0, &format!("{field}.replicaCount"))?;
     if let Some(r) = &a.reader_config {
         reader(r, &format!("{field}.readerConfig"))?;

@@ -1,68 +1,68 @@
-//! What the API server would refuse, checked before any request: the resolved values of a
-//! ModelOrchestra against the Kubernetes rules for the objects the chart renders from them
-//! (pod, containers, Service, Ingress, labels and annotations). A render that passes never
-//! meets a refusal from the API server for a reason the values could show — the property
-//! test against the real API server holds it to that — and a failure names the field of the
-//! CR to change.
+//! What the API server would refuse, checked before any request, and what it would accept
+//! but is almost certainly wrong: the model of a ModelOrchestra against the Kubernetes rules
+//! for the objects the chart renders from it (pod, containers, Service, Ingress, labels and
+//! annotations, quantities). A render that passes never meets a refusal from the API server
+//! for a reason the values could show — the property test against the real API server
+//! holds it to that.
 //!
-//! Each check names the field where the user wrote the value: an application's own field
-//! when it sets it, else `spec.applicationTemplate`'s (lists are replaced whole, so one of
-//! them wrote every element).
+//! Every mistake is reported at once, each naming the field where the user wrote the value:
+//! an application's own field when it sets it, else `spec.applicationTemplate`'s.
 
 mod bounds;
-pub mod names;
 mod network;
 mod pod;
 mod quantity;
+mod warnings;
 
 use std::collections::BTreeMap;
 
-use crate::api::{Application, ModelOrchestraSpec};
-use crate::chart::resolve::{PodValues, Resolved};
-use crate::error::InputError;
+use model_orchestra_api::names;
 
-/// Checks every value of `values` (resolved from `spec`).
-pub(crate) fn resolved(
-    values: &Resolved,
-    spec: &ModelOrchestraSpec,
-    contract: crate::chart::Contract,
-) -> Result<(), InputError> {
-    bounds::spec(spec)?;
-    names_of(values)?;
-    let gateway = Origin {
-        own: "spec.gateway".into(),
-        own_set: spec.gateway.as_ref().map(|g| set_fields_gateway(g)),
-        template: None,
-    };
-    component(&values.gateway.pod, &gateway)?;
-    let template_set = spec.application_template.as_ref().map(set_fields);
-    pod::env_list(&values.template_env, "spec.applicationTemplate.env")?;
-    for app in &values.applications {
-        let own = spec.applications.as_ref().and_then(|a| a.get(&app.key));
-        let origin = Origin {
-            own: format!("spec.applications.{}", app.key),
-            own_set: own.map(set_fields),
-            template: template_set.clone().map(|set| ("spec.applicationTemplate", set)),
-        };
-        pod::env_list(&app.own_env, &format!("{}.env", origin.own))?;
-        if contract.applications_have_network() {
-            component(&app.pod, &origin)?;
-        } else {
-            pod::pod(&app.pod, &origin)?;
-        }
+use crate::error::InputError;
+use crate::model::{Model, ModelCacheSettings, Origin, PodSettings, ScalingSettings};
+
+/// What the checks found: errors (nothing may be applied) and warnings (legal, but almost
+/// certainly not what the user meant).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub(crate) struct Findings {
+    pub errors: Vec<InputError>,
+    pub warnings: Vec<InputError>,
+}
+
+/// Checks every value of the model.
+pub(crate) fn model(m: &Model) -> Findings {
+    let mut errors = Vec::new();
+    bounds::spec(&m.written, &mut errors);
+    names_of(m, &mut errors);
+    component(&m.gateway.pod, &m.gateway.origin, &mut errors);
+    errors.extend(pod::env_list(&m.template_env, "spec.applicationTemplate.env").err());
+    for app in &m.applications {
+        let origin = &app.origin;
+        errors.extend(pod::env_list(&app.own_env, &format!("{}.env", origin.own)).err());
+        component(&app.pod, origin, &mut errors);
         if let Some(volume) = &app.models_volume {
-            models_volume(volume, &app.pod, &origin.path("modelsVolume"))?;
+            errors.extend(models_volume(volume, &app.pod, &origin.path("modelsVolume")).err());
+        }
+        if let Some(cache) = &app.model_cache {
+            model_cache(cache, &origin.path("modelCache"), &mut errors);
         }
         if app.scaling.enabled {
-            scaled_object(&app.scaling, &origin.path("scaling"))?;
+            errors.extend(scaled_object(&app.scaling, &origin.path("scaling")).err());
         }
     }
-    Ok(())
+    // One error per field: a field both checks reach is reported once.
+    let mut seen = std::collections::HashSet::new();
+    errors.retain(|e| seen.insert(e.field.clone()));
+    Findings { errors, warnings: warnings::of(m) }
 }
 
 /// The models volume: a volume the API server accepts, whose name no other pod volume
 /// takes (the chart's `config` and `dshm`, the user's `volumes`).
-fn models_volume(volume: &k8s_openapi::api::core::v1::Volume, pod: &PodValues, field: &str) -> Result<(), InputError> {
+fn models_volume(
+    volume: &k8s_openapi::api::core::v1::Volume,
+    pod: &PodSettings,
+    field: &str,
+) -> Result<(), InputError> {
     if !names::is_dns_label(&volume.name) {
         return Err(InputError::new(
             format!("{field}.name"),
@@ -78,8 +78,36 @@ fn models_volume(volume: &k8s_openapi::api::core::v1::Volume, pod: &PodValues, f
     Ok(())
 }
 
+/// The model cache's claim: a size the API server parses as a quantity (it answers a
+/// malformed one with a 500, not a validation error), and access modes it knows.
+fn model_cache(cache: &ModelCacheSettings, field: &str, out: &mut Vec<InputError>) {
+    match quantity::parse(&cache.size) {
+        Ok(q) if q.value <= 0.0 => out.push(InputError::new(
+            format!("{field}.size"),
+            format!("`{}` must be greater than zero (e.g. 100Gi)", cache.size),
+        )),
+        Ok(_) => {}
+        Err(e) => out.push(InputError::new(format!("{field}.size"), format!("{e}; for storage, use e.g. 40Gi or 40G"))),
+    }
+    const MODES: [&str; 4] = ["ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod"];
+    for (i, mode) in cache.access_modes.iter().enumerate() {
+        if !MODES.contains(&mode.as_str()) {
+            out.push(InputError::new(
+                format!("{field}.accessModes[{i}]"),
+                format!("`{mode}` is not an access mode: one of {}", MODES.join(", ")),
+            ));
+        }
+    }
+    if cache.access_modes.is_empty() {
+        out.push(InputError::new(format!("{field}.accessModes"), "a claim needs at least one access mode"));
+    }
+    if cache.backoff_limit < 0 {
+        out.push(InputError::new(format!("{field}.downloader.backoffLimit"), "must be 0 or more"));
+    }
+}
+
 /// What KEDA's ScaledObject CRD refuses beyond the ModelOrchestra schema's own bounds.
-fn scaled_object(s: &crate::chart::resolve::ScalingSettings, field: &str) -> Result<(), InputError> {
+fn scaled_object(s: &ScalingSettings, field: &str) -> Result<(), InputError> {
     check_annotations(&s.annotations, &format!("{field}.annotations"))?;
     let spec = &s.spec;
     if let Some(p) = spec.polling_interval.filter(|p| *p < 1) {
@@ -106,100 +134,42 @@ fn scaled_object(s: &crate::chart::resolve::ScalingSettings, field: &str) -> Res
 }
 
 /// The ServiceAccount and the release-wide names.
-fn names_of(values: &Resolved) -> Result<(), InputError> {
+fn names_of(m: &Model, out: &mut Vec<InputError>) {
     let mut seen = std::collections::HashSet::new();
-    for (i, s) in values.image_pull_secrets.iter().enumerate() {
+    for (i, s) in m.image_pull_secrets.iter().enumerate() {
         if !s.name.is_empty() && !names::is_dns_subdomain(&s.name) {
-            return Err(InputError::new(
+            out.push(InputError::new(
                 format!("spec.imagePullSecrets[{i}].name"),
                 format!("`{}` is not {}", s.name, names::DNS_SUBDOMAIN_RULE),
             ));
         }
         // Server-side apply merges the list by name.
         if !seen.insert(&s.name) {
-            return Err(InputError::new(
+            out.push(InputError::new(
                 format!("spec.imagePullSecrets[{i}].name"),
                 format!("`{}` is listed twice", s.name),
             ));
         }
     }
-    let sa = &values.service_account;
+    let sa = &m.service_account;
     if !sa.name.is_empty() && !names::is_dns_subdomain(&sa.name) {
-        return Err(InputError::new(
+        out.push(InputError::new(
             "spec.serviceAccount.name",
             format!("`{}` is not a valid ServiceAccount name ({})", sa.name, names::DNS_SUBDOMAIN_RULE),
         ));
     }
-    check_annotations(&sa.annotations, "spec.serviceAccount.annotations")
+    out.extend(check_annotations(&sa.annotations, "spec.serviceAccount.annotations").err());
 }
 
-/// One component's pod, Service and Ingress.
-fn component(pod: &PodValues, at: &Origin) -> Result<(), InputError> {
-    pod::pod(pod, at)?;
-    network::service(&pod.service, &at.path("service"))?;
-    network::ingress(&pod.ingress, &at.path("ingress"))
-}
-
-/// Where the fields of one component were written: its own values and, for an
-/// application, the template's.
-pub(crate) struct Origin {
-    own: String,
-    own_set: Option<Vec<&'static str>>,
-    template: Option<(&'static str, Vec<&'static str>)>,
-}
-
-impl Origin {
-    /// The CR path of `field` (a camelCase field of the component).
-    pub(crate) fn path(&self, field: &str) -> String {
-        let own_set = self.own_set.as_ref().is_some_and(|s| s.contains(&field));
-        match &self.template {
-            Some((template, set)) if !own_set && set.contains(&field) => format!("{template}.{field}"),
-            _ => format!("{}.{field}", self.own),
-        }
+/// One component's pod, and its Service and Ingress where it has them.
+fn component(pod: &PodSettings, at: &Origin, out: &mut Vec<InputError>) {
+    pod::pod(pod, at, out);
+    if let Some(service) = &pod.service {
+        out.extend(network::service(service, &at.path("service")).err());
     }
-}
-
-/// The fields both the gateway and applications have, when set.
-macro_rules! set_common {
-    ($c:expr) => {{
-        let c = $c;
-        let mut set = Vec::new();
-        let mut add = |on: bool, name: &'static str| {
-            if on {
-                set.push(name)
-            }
-        };
-        add(c.image.is_some(), "image");
-        add(c.env.is_some(), "env");
-        add(c.pod_annotations.is_some(), "podAnnotations");
-        add(c.pod_labels.is_some(), "podLabels");
-        add(c.pod_security_context.is_some(), "podSecurityContext");
-        add(c.security_context.is_some(), "securityContext");
-        add(c.ports.is_some(), "ports");
-        add(c.service.is_some(), "service");
-        add(c.ingress.is_some(), "ingress");
-        add(c.resources.is_some(), "resources");
-        add(c.liveness_probe.is_some(), "livenessProbe");
-        add(c.readiness_probe.is_some(), "readinessProbe");
-        add(c.volumes.is_some(), "volumes");
-        add(c.volume_mounts.is_some(), "volumeMounts");
-        add(c.node_selector.is_some(), "nodeSelector");
-        add(c.tolerations.is_some(), "tolerations");
-        add(c.affinity.is_some(), "affinity");
-        set
-    }};
-}
-
-fn set_fields(a: &Application) -> Vec<&'static str> {
-    let mut set = set_common!(a);
-    if a.scaling.is_some() {
-        set.push("scaling");
+    if let Some(ingress) = &pod.ingress {
+        out.extend(network::ingress(ingress, &at.path("ingress")).err());
     }
-    set
-}
-
-fn set_fields_gateway(g: &crate::api::Gateway) -> Vec<&'static str> {
-    set_common!(g)
 }
 
 /// Label keys and values.

@@ -3,11 +3,12 @@
 use std::collections::HashSet;
 
 use super::check_annotations;
-use super::names::{self, is_dns_label, is_dns_subdomain, is_wildcard_dns_subdomain};
+use model_orchestra_api::names::{self, is_dns_label, is_dns_subdomain, is_wildcard_dns_subdomain};
+use model_orchestra_api::values::{PathType, ServiceType};
+
 use super::pod::{port_or_name, protocol};
-use crate::api::{PathType, ServiceType};
-use crate::chart::resolve::{IngressSettings, ServiceSettings};
 use crate::error::InputError;
+use crate::model::{IngressSettings, ServiceSettings};
 
 /// The API server's default NodePort range (`--service-node-port-range`).
 const NODE_PORTS: std::ops::RangeInclusive<i32> = 30000..=32767;

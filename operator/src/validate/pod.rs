@@ -11,12 +11,12 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::names::{
+use super::{check_annotations, check_labels, quantity};
+use crate::error::InputError;
+use crate::model::{Origin, PodSettings};
+use model_orchestra_api::names::{
     self, is_config_key, is_dns_label, is_dns_subdomain, is_env_var_name, is_port_name, is_qualified_name,
 };
-use super::{check_annotations, check_labels, quantity, Origin};
-use crate::chart::resolve::PodValues;
-use crate::error::InputError;
 
 /// Volumes and mounts the chart adds to every pod (names and paths a user's must not take).
 const CHART_VOLUMES: [&str; 2] = ["config", "dshm"];
@@ -27,24 +27,28 @@ fn err(field: impl Into<String>, message: impl Into<String>) -> Result<(), Input
     Err(InputError::new(field, message))
 }
 
-pub(super) fn pod(pod: &PodValues, at: &Origin) -> Result<(), InputError> {
-    image(pod, at)?;
-    env_list(&pod.env, &at.path("env"))?;
-    ports(&pod.ports, &at.path("ports"))?;
-    probe(&pod.liveness_probe, &at.path("livenessProbe"), true)?;
-    probe(&pod.readiness_probe, &at.path("readinessProbe"), false)?;
-    resources(&pod.resources, &at.path("resources"))?;
-    volumes(&pod.volumes, &pod.volume_mounts, at)?;
-    security_context(&pod.security_context, &at.path("securityContext"))?;
-    pod_security_context(&pod.pod_security_context, &at.path("podSecurityContext"))?;
-    check_labels(&pod.node_selector, &at.path("nodeSelector"))?;
-    tolerations(&pod.tolerations, &at.path("tolerations"))?;
-    affinity(&pod.affinity, &at.path("affinity"))?;
-    check_labels(&pod.pod_labels, &at.path("podLabels"))?;
-    check_annotations(&pod.pod_annotations, &at.path("podAnnotations"))
+/// Every check of the pod; each field's first mistake.
+pub(super) fn pod(pod: &PodSettings, at: &Origin, out: &mut Vec<InputError>) {
+    let checks = [
+        image(pod, at),
+        env_list(&pod.env, &at.path("env")),
+        ports(&pod.ports, &at.path("ports")),
+        probe(&pod.liveness_probe, &at.path("livenessProbe"), true),
+        probe(&pod.readiness_probe, &at.path("readinessProbe"), false),
+        resources(&pod.resources, &at.path("resources")),
+        volumes(&pod.volumes, &pod.volume_mounts, at),
+        security_context(&pod.security_context, &at.path("securityContext")),
+        pod_security_context(&pod.pod_security_context, &at.path("podSecurityContext")),
+        check_labels(&pod.node_selector, &at.path("nodeSelector")),
+        tolerations(&pod.tolerations, &at.path("tolerations")),
+        affinity(&pod.affinity, &at.path("affinity")),
+        check_labels(&pod.pod_labels, &at.path("podLabels")),
+        check_annotations(&pod.pod_annotations, &at.path("podAnnotations")),
+    ];
+    out.extend(checks.into_iter().filter_map(Result::err));
 }
 
-fn image(pod: &PodValues, at: &Origin) -> Result<(), InputError> {
+fn image(pod: &PodSettings, at: &Origin) -> Result<(), InputError> {
     let field = at.path("image");
     let repository = &pod.image.repository;
     if repository.trim().is_empty() {

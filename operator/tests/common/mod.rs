@@ -1,16 +1,14 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
-use std::sync::OnceLock;
-
 use model_orchestra::chart::{Chart, RenderedObject};
 use model_orchestra::error::RenderError;
-use model_orchestra::kinds::Kind;
+use model_orchestra_api::kinds::Kind;
+use model_orchestra_api::ApiVersion;
 use serde_json::Value;
 
 pub fn chart() -> &'static Chart {
-    static CHART: OnceLock<Chart> = OnceLock::new();
-    CHART.get_or_init(|| Chart::embedded().expect("the embedded chart loads"))
+    model_orchestra::embedded_chart(ApiVersion::V1alpha1).expect("the embedded chart loads")
 }
 
 pub fn data(name: &str) -> String {
@@ -23,10 +21,14 @@ pub fn sample() -> String {
     std::fs::read_to_string(path).expect("sample")
 }
 
-/// Renders a ModelOrchestra manifest.
+/// Renders a ModelOrchestra manifest (of any version) with its version's chart.
 pub fn try_render(yaml: &str) -> Result<Vec<RenderedObject>, RenderError> {
-    let mo = model_orchestra::input::parse_model_orchestra(yaml)?;
-    model_orchestra::render(chart(), &mo, "default")
+    model_orchestra::render_manifest(yaml, "default").map(|r| r.objects)
+}
+
+/// The warnings a render of the manifest gives (it must render).
+pub fn warnings(yaml: &str) -> Vec<model_orchestra_api::InputError> {
+    model_orchestra::render_manifest(yaml, "default").unwrap_or_else(|e| panic!("render failed: {e}")).warnings
 }
 
 pub fn render(yaml: &str) -> Vec<RenderedObject> {
@@ -75,20 +77,13 @@ pub fn checksum(deployment: &Value) -> String {
 
 /// The embedded `v1alpha2` chart.
 pub fn chart_v1alpha2() -> &'static Chart {
-    static CHART: OnceLock<Chart> = OnceLock::new();
-    CHART.get_or_init(|| {
-        Chart::embedded_for(model_orchestra::chart::Contract::V1alpha2).expect("the embedded v1alpha2 chart loads")
-    })
+    model_orchestra::embedded_chart(ApiVersion::V1alpha2).expect("the embedded v1alpha2 chart loads")
 }
 
 /// Renders a `v1alpha2` ModelOrchestra manifest.
 pub fn try_render_v1alpha2(yaml: &str) -> Result<Vec<RenderedObject>, RenderError> {
-    match model_orchestra::input::parse_versioned(yaml)? {
-        model_orchestra::input::Versioned::V1alpha2(mo) => {
-            model_orchestra::render_v1alpha2(chart_v1alpha2(), &mo, "default")
-        }
-        model_orchestra::input::Versioned::V1alpha1(_) => panic!("not a v1alpha2 manifest"),
-    }
+    assert!(yaml.contains("models.titanml.co/v1alpha2"), "not a v1alpha2 manifest");
+    try_render(yaml)
 }
 
 pub fn render_v1alpha2(yaml: &str) -> Vec<RenderedObject> {

@@ -24,11 +24,9 @@ use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, Pos
 use kube::{Api, Client, ResourceExt};
 use local_cluster::audit::AuditEvent;
 use local_cluster::proxy::FaultProxy;
-use model_orchestra::chart::Chart;
-use model_orchestra::controller::children::api_resource;
-use model_orchestra::controller::reconciler::mo_resource;
-use model_orchestra::kinds::Kind;
-use model_orchestra::manifests::deploy::DeployOptions;
+use model_orchestra_api::deploy::operator::DeployOptions;
+use model_orchestra_api::kinds::Kind;
+use model_orchestra_api::ApiVersion;
 use serde_json::{json, Value};
 
 #[allow(unused_imports)]
@@ -124,11 +122,11 @@ impl Cluster {
     }
 
     pub fn mo_api(&self) -> Api<DynamicObject> {
-        Api::namespaced_with(self.client.clone(), &self.namespace, &mo_resource())
+        Api::namespaced_with(self.client.clone(), &self.namespace, &ApiVersion::V1alpha1.resource())
     }
 
     pub fn api(&self, kind: Kind) -> Api<DynamicObject> {
-        Api::namespaced_with(self.client.clone(), &self.namespace, &api_resource(kind))
+        Api::namespaced_with(self.client.clone(), &self.namespace, &kind.resource())
     }
 
     pub fn pods(&self) -> Api<Pod> {
@@ -153,8 +151,7 @@ impl Cluster {
 
     /// The (kind, name) pairs `render` produces for this CR: the operator must create exactly these.
     pub fn expected(&self, yaml: &str) -> BTreeSet<(Kind, String)> {
-        let mo = model_orchestra::input::parse_model_orchestra(yaml).expect("valid CR");
-        let objects = model_orchestra::render(&Chart::embedded().unwrap(), &mo, &self.namespace).expect("renders");
+        let objects = model_orchestra::render_manifest(yaml, &self.namespace).expect("renders").objects;
         objects.into_iter().map(|o| (o.kind, o.name)).collect()
     }
 
@@ -327,7 +324,7 @@ async fn install_crd(client: &Client) {
     // Go modules by scripts/build-go-tools.sh, so what the operator renders for them is
     // validated by their real schemas.
     // The CRD the operator ships (both versions).
-    let crd = model_orchestra::crd::crd();
+    let crd = model_orchestra_api::crd::crd();
     let mut crds = vec![serde_json::to_value(crd).expect("CRD")];
     for file in ["keda.sh_scaledobjects.yaml", "monitoring.coreos.com_servicemonitors.yaml"] {
         let path = local_cluster::tools::share_dir().join("crds").join(file);
@@ -353,7 +350,7 @@ async fn install_crd(client: &Client) {
         })
         .await;
     }
-    let mo: Api<DynamicObject> = Api::all_with(client.clone(), &mo_resource());
+    let mo: Api<DynamicObject> = Api::all_with(client.clone(), &ApiVersion::V1alpha1.resource());
     eventually("the CRD is served", || async { mo.list(&Default::default()).await.ok() }).await;
     let _ = DONE.set(());
 }
@@ -387,7 +384,7 @@ async fn install_operator_rbac(client: &Client, routing: &str) {
         return;
     }
     let discovery = kube::discovery::Discovery::new(client.clone()).run().await.expect("discovery");
-    for object in model_orchestra::manifests::deploy::all(&deploy_options(routing)) {
+    for object in model_orchestra_api::deploy::operator::all(&deploy_options(routing)) {
         if object["kind"] == "Deployment" {
             continue;
         }

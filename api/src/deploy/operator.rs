@@ -29,7 +29,7 @@ pub struct DeployOptions {
     pub claim_unlabeled: bool,
     /// The ModelOrchestra version this install serves (`--api-version`); `None` leaves
     /// the operator's default (`v1alpha1`).
-    pub api_version: Option<String>,
+    pub api_version: Option<crate::ApiVersion>,
     /// The release installed (a bundle's version); `None` is the binary's own version.
     pub release: Option<String>,
 }
@@ -38,7 +38,7 @@ impl DeployOptions {
     /// `model-orchestra-operator-v1`: the name of the Deployment, ServiceAccount,
     /// ClusterRole and binding, and (by the operator) of its Lease.
     pub fn name(&self) -> String {
-        format!("model-orchestra-operator-{}", self.routing.to_ascii_lowercase())
+        crate::lines::line_name(&self.routing)
     }
 
     fn labels(&self) -> std::collections::BTreeMap<String, String> {
@@ -133,7 +133,7 @@ pub fn deployment(o: &DeployOptions) -> Deployment {
         envs.push(env("MODEL_ORCHESTRA_CLAIM_UNLABELED", "true"));
     }
     if let Some(version) = &o.api_version {
-        envs.push(env("MODEL_ORCHESTRA_API_VERSION", version));
+        envs.push(env("MODEL_ORCHESTRA_API_VERSION", version.as_str()));
     }
     if let Some(release) = &o.release {
         envs.push(env("MODEL_ORCHESTRA_RELEASE", release));
@@ -240,7 +240,7 @@ mod tests {
         let o = opts();
         assert_eq!(deployment(&o).metadata.name.as_deref(), Some("model-orchestra-operator-v1"));
         assert_eq!(cluster_role_binding(&o).role_ref.name, "model-orchestra-operator-v1");
-        assert_eq!(crate::operations::leader::lease_name(&o.routing), o.name(), "the Lease is named like the install");
+        assert_eq!(crate::lines::line_name(&o.routing), o.name(), "the Lease is named like the install");
     }
 
     #[test]
@@ -275,7 +275,7 @@ mod tests {
         };
         assert_eq!(env_of(&opts()), None, "without one the operator keeps its default");
         assert_eq!(
-            env_of(&DeployOptions { api_version: Some("v1alpha2".into()), ..opts() }).as_deref(),
+            env_of(&DeployOptions { api_version: Some(crate::ApiVersion::V1alpha2), ..opts() }).as_deref(),
             Some("v1alpha2")
         );
     }

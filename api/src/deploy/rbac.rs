@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use crate::api::GROUP;
 use crate::kinds::Kind;
+use crate::GROUP;
 
 /// Verbs on rendered kinds: watch (to repair hand-edited or deleted children), apply
 /// (create + patch), prune (delete).

@@ -4,7 +4,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt;
 use serde_json::Value;
 
-use crate::api::{ModelOrchestra, ModelOrchestraSpec};
+use crate::v1alpha1::{ModelOrchestra, ModelOrchestraSpec};
+use crate::ApiVersion;
 
 /// Fields whose schema comes from Kubernetes' own types. Their (long) upstream descriptions
 /// are dropped from the CRD, as `controller-gen crd:maxDescLen=0` does, which keeps the CRD
@@ -39,7 +40,7 @@ const KUBERNETES_TYPED_FIELDS: [&str; 17] = [
 /// lines route it so, `reconcile::routing`), so it means what its writer meant whichever
 /// version it is read at. See the README's "API versions" for what this does not cover.
 pub fn crd() -> CustomResourceDefinition {
-    use crate::api::v1alpha2;
+    use crate::v1alpha2;
     let v1alpha1 = serde_json::to_value(crd_v1alpha1()).expect("the CRD serialises");
     let mut second = serde_json::to_value(v1alpha2::ModelOrchestra::crd()).expect("the CRD serialises");
     trim_descriptions(&mut second, false);
@@ -133,18 +134,13 @@ fn trim_descriptions(node: &mut Value, inside: bool) {
     }
 }
 
-/// JSON Schema (draft 2020-12) of the `v1alpha1` chart's values, from the same types as
+/// JSON Schema (draft 2020-12) of the values of `version`'s chart, from the same types as
 /// the CRD.
-pub fn values_schema() -> Value {
-    values_schema_for(crate::chart::Contract::V1alpha1)
-}
-
-/// JSON Schema (draft 2020-12) of the values of the chart for `contract`.
-pub fn values_schema_for(contract: crate::chart::Contract) -> Value {
-    let (schema, title) = match contract {
-        crate::chart::Contract::V1alpha1 => (schemars::schema_for!(ModelOrchestraSpec), "model-orchestra chart values"),
-        crate::chart::Contract::V1alpha2 => (
-            schemars::schema_for!(crate::api::v1alpha2::ModelOrchestraSpec),
+pub fn values_schema(version: ApiVersion) -> Value {
+    let (schema, title) = match version {
+        ApiVersion::V1alpha1 => (schemars::schema_for!(ModelOrchestraSpec), "model-orchestra chart values"),
+        ApiVersion::V1alpha2 => (
+            schemars::schema_for!(crate::v1alpha2::ModelOrchestraSpec),
             "model-orchestra chart values (ModelOrchestra v1alpha2)",
         ),
     };
@@ -153,12 +149,8 @@ pub fn values_schema_for(contract: crate::chart::Contract) -> Value {
     schema
 }
 
-pub fn values_schema_json() -> String {
-    values_schema_json_for(crate::chart::Contract::V1alpha1)
-}
-
-pub fn values_schema_json_for(contract: crate::chart::Contract) -> String {
-    let mut text = serde_json::to_string_pretty(&values_schema_for(contract)).expect("schema serialises");
+pub fn values_schema_json(version: ApiVersion) -> String {
+    let mut text = serde_json::to_string_pretty(&values_schema(version)).expect("schema serialises");
     text.push('\n');
     text
 }

@@ -8,11 +8,11 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{Affinity, PodSecurityContext, Probe, ResourceRequirements, SecurityContext};
 use serde_json::Value;
 
-use crate::api::{
-    Application, Gateway, GatewayConfig, Image, IngressValues, MetricTarget, ModelOrchestraSpec, ReaderConfig, Scaling,
-    ScalingSpec, ServiceAccountValues, ServiceValues,
+use model_orchestra_api::kinds::keda::{Advanced, Fallback, HpaConfig, ScalingModifiers};
+use model_orchestra_api::values::{
+    Downloader, GatewayConfig, Image, IngressValues, MetricTarget, ModelCache, ReaderConfig, Scaling, ScalingSpec,
+    ServiceAccountValues, ServiceValues,
 };
-use crate::kinds::keda::{Advanced, Fallback, HpaConfig, ScalingModifiers};
 
 /// Merging `overlay` into `self`, as Helm merges values.
 pub trait Merge {
@@ -91,13 +91,18 @@ replace!(
     bool,
     i32,
     i64,
-    crate::api::PullPolicy,
-    crate::api::ServiceType,
-    crate::api::Device,
-    crate::api::MetricName,
-    crate::kinds::keda::FallbackBehavior
+    model_orchestra_api::values::PullPolicy,
+    model_orchestra_api::values::ServiceType,
+    model_orchestra_api::values::Device,
+    model_orchestra_api::values::MetricName,
+    model_orchestra_api::kinds::keda::FallbackBehavior
 );
-replace!(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString);
+// A models volume replaces the template's whole; a Secret reference is one value.
+replace!(
+    k8s_openapi::apimachinery::pkg::util::intstr::IntOrString,
+    k8s_openapi::api::core::v1::Volume,
+    k8s_openapi::api::core::v1::SecretKeySelector
+);
 
 impl<T> Merge for Vec<T> {
     fn merge_from(&mut self, overlay: Self) {
@@ -176,21 +181,10 @@ macro_rules! fields {
 }
 
 fields! {
-    ModelOrchestraSpec { image_pull_secrets, name_override, fullname_override, service_account, gateway, application_template, applications }
     ServiceAccountValues { create, automount, annotations, name }
     Image { repository, pull_policy, tag }
     ServiceValues { type_, ports }
     IngressValues { enabled, class_name, annotations, hosts, tls }
-    Gateway {
-        image, env, replica_count, pod_annotations, pod_labels, pod_security_context, security_context, ports, service, ingress,
-        resources, liveness_probe, readiness_probe, volumes, volume_mounts, node_selector, tolerations, affinity,
-        config, export_prometheus_metrics,
-    }
-    Application {
-        image, env, replica_count, pod_annotations, pod_labels, pod_security_context, security_context, ports, service, ingress,
-        resources, liveness_probe, readiness_probe, volumes, volume_mounts, node_selector, tolerations, affinity,
-        reader_config, scaling,
-    }
     GatewayConfig { internal_port, other }
     ReaderConfig {
         model_name, device, consumer_group, buffer_requests, access_token, log_level, cuda_visible_devices, max_batch_size,
@@ -205,6 +199,8 @@ fields! {
     Advanced { restore_to_original_replica_count, horizontal_pod_autoscaler_config, scaling_modifiers }
     HpaConfig { name, behavior }
     ScalingModifiers { formula, target, activation_target, metric_type }
+    ModelCache { enabled, size, storage_class_name, access_modes, downloader }
+    Downloader { image, command, env, token_secret, backoff_limit }
 }
 
 #[cfg(test)]
@@ -214,7 +210,7 @@ mod tests {
 
     /// The typed merge agrees with Helm's merge of the same values as JSON.
     fn agrees(base: Value, overlay: Value) {
-        let mut typed: Application = serde_json::from_value(base.clone()).unwrap();
+        let mut typed: super::super::ApplicationValues = serde_json::from_value(base.clone()).unwrap();
         Merge::merge_from(&mut typed, serde_json::from_value(overlay.clone()).unwrap());
         let mut json = base;
         Merge::merge_from(&mut json, overlay);

@@ -97,6 +97,17 @@ impl Kind {
         }
     }
 
+    /// The kind's resource, for dynamic API clients.
+    pub fn resource(self) -> kube::core::ApiResource {
+        kube::core::ApiResource {
+            group: self.group().into(),
+            version: self.version().into(),
+            api_version: self.api_version(),
+            kind: self.kind().into(),
+            plural: self.plural().into(),
+        }
+    }
+
     /// Whether the kind is defined by a CRD another project installs (KEDA, Prometheus
     /// Operator), so it may be absent from a cluster.
     pub fn is_optional(self) -> bool {
@@ -123,7 +134,7 @@ impl Kind {
 
 /// Deserialises `obj` as `T`, failing on the first unknown field as well as on type errors.
 fn strict<T: DeserializeOwned>(obj: &Value) -> Result<(), String> {
-    crate::input::strict_from_value::<T>(obj).map(drop).map_err(|e| e.to_string())
+    crate::parse::strict::<T>(obj).map(drop).map_err(|e| e.to_string())
 }
 
 /// KEDA `keda.sh/v1alpha1` ScaledObject: the fields this chart renders or copies in.

@@ -1,7 +1,4 @@
-//! The ModelOrchestra API, one module per version.
-//!
-//! A released version is frozen (see [`v1alpha1`]); a new one is a new module. The operator
-//! works with the version its line serves, re-exported here.
+//! The fields every version's components (gateway, application) share, declared once.
 
 /// Declares a component struct (gateway or application) with the fields every version's
 /// components share, plus its own; `with_service_and_ingress;` adds the per-component
@@ -11,9 +8,9 @@ macro_rules! component {
     (with_service_and_ingress; $($rest:tt)*) => {
         component! { @fields [
             #[serde(default, skip_serializing_if = "Option::is_none")]
-            pub service: Option<$crate::api::v1alpha1::ServiceValues>,
+            pub service: Option<$crate::v1alpha1::ServiceValues>,
             #[serde(default, skip_serializing_if = "Option::is_none")]
-            pub ingress: Option<$crate::api::v1alpha1::IngressValues>,
+            pub ingress: Option<$crate::v1alpha1::IngressValues>,
         ] $($rest)* }
     };
     (@fields [$($network:tt)*] $(#[$meta:meta])* pub struct $name:ident { $($(#[$fmeta:meta])* pub $field:ident: $ty:ty,)* }) => {
@@ -68,13 +65,3 @@ macro_rules! component {
         component! { @fields [] $($rest)* }
     };
 }
-
-pub mod v1alpha1;
-pub mod v1alpha2;
-
-pub use v1alpha1::*;
-
-pub const GROUP: &str = "models.titanml.co";
-pub const KIND: &str = "ModelOrchestra";
-/// The label that routes a CR to one operator version line (`v0`, `v1`, ...).
-pub const ROUTING_LABEL: &str = "operatorVersion";

@@ -21,8 +21,8 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub use super::v1alpha1::{Gateway, Image, ReaderConfig, Scaling, ServiceAccountValues};
-use k8s_openapi::api::core::v1::SecretKeySelector;
+pub use crate::v1alpha1::Gateway;
+pub use crate::values::{Downloader, Image, ModelCache, ReaderConfig, Scaling, ServiceAccountValues};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 pub const VERSION: &str = "v1alpha2";
@@ -115,50 +115,6 @@ component! {
         /// application serves; when enabled it is the models volume.
         pub model_cache: ModelCache,
     }
-}
-
-/// The model cache of an application: a PersistentVolumeClaim mounted at `/code/models`,
-/// filled by a download Job of `readerConfig.modelName`. The application's Deployment is
-/// held at zero replicas until the download of its current model succeeded. Merged key by
-/// key over `applicationTemplate.modelCache`.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ModelCache {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub enabled: Option<bool>,
-    /// The claim's storage request, a quantity (`100Gi`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub size: Option<String>,
-    /// Empty: the cluster's default StorageClass.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub storage_class_name: Option<String>,
-    /// `ReadWriteOnce` by default; `ReadWriteMany` lets replicas on several nodes share it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub access_modes: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub downloader: Option<Downloader>,
-}
-
-/// The container that fills the cache. It gets `MODEL_NAME` (`readerConfig.modelName`),
-/// `MODELS_DIR` (`/code/models`) and, with `tokenSecret`, `HF_TOKEN`.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Downloader {
-    /// A full image reference.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub image: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub command: Option<Vec<String>>,
-    /// More environment variables (the downloader's own win over the three above).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub env: Option<Vec<EnvVar>>,
-    /// The Secret key holding a Hugging Face token, passed as `HF_TOKEN`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub token_secret: Option<SecretKeySelector>,
-    /// Retries of the download pod before the download is `Failed`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0))]
-    pub backoff_limit: Option<i32>,
 }
 
 /// Observed state of a ModelOrchestra (`v1alpha2`): `v1alpha1`'s, and each cached
@@ -263,93 +219,4 @@ impl ModelPhase {
 pub struct ModelRefresh {
     pub value: String,
     pub completed_at: Time,
-}
-
-/// What `v1alpha2` adds to the values the renderer resolves: each application's models
-/// volume, chosen the chart's way (its own, else the template's; never merged).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ModelsVolumes {
-    /// `applicationTemplate.modelsVolume` as merged over the chart's default.
-    pub template: Option<Volume>,
-    /// Each application's own `modelsVolume`.
-    pub own: BTreeMap<String, Volume>,
-    /// `applicationTemplate.modelCache`.
-    pub cache_template: Option<ModelCache>,
-    /// Each application's own `modelCache`.
-    pub cache_own: BTreeMap<String, ModelCache>,
-}
-
-impl ModelsVolumes {
-    /// The volume mounted at `/code/models` for `application`.
-    pub fn of(&self, application: &str) -> Option<&Volume> {
-        self.own.get(application).or(self.template.as_ref())
-    }
-}
-
-impl ModelOrchestraSpec {
-    /// The spec in the renderer's terms: the `v1alpha1` values (applications with no Service
-    /// or Ingress of their own, see [`Application::into_values`]) and the models volumes.
-    pub fn into_values(self) -> (super::v1alpha1::ModelOrchestraSpec, ModelsVolumes) {
-        let mut models = ModelsVolumes::default();
-        let template = self.application_template.map(|t| {
-            let (values, volume, cache) = t.into_values();
-            models.template = volume;
-            models.cache_template = cache;
-            values
-        });
-        let applications = self.applications.map(|apps| {
-            apps.into_iter()
-                .map(|(name, app)| {
-                    let (values, volume, cache) = app.into_values();
-                    if let Some(volume) = volume {
-                        models.own.insert(name.clone(), volume);
-                    }
-                    if let Some(cache) = cache {
-                        models.cache_own.insert(name.clone(), cache);
-                    }
-                    (name, values)
-                })
-                .collect()
-        });
-        let spec = super::v1alpha1::ModelOrchestraSpec {
-            image_pull_secrets: self.image_pull_secrets,
-            name_override: self.name_override,
-            fullname_override: self.fullname_override,
-            service_account: self.service_account,
-            gateway: self.gateway,
-            application_template: template,
-            applications,
-        };
-        (spec, models)
-    }
-}
-
-impl Application {
-    /// The application as `v1alpha1` values, its models volume and model cache. It has no
-    /// Service or Ingress: the chart renders none for applications, so none is carried.
-    pub fn into_values(self) -> (super::v1alpha1::Application, Option<Volume>, Option<ModelCache>) {
-        let values = super::v1alpha1::Application {
-            image: self.image,
-            env: self.env,
-            replica_count: self.replica_count,
-            pod_annotations: self.pod_annotations,
-            pod_labels: self.pod_labels,
-            pod_security_context: self.pod_security_context,
-            security_context: self.security_context,
-            ports: self.ports,
-            service: None,
-            ingress: None,
-            resources: self.resources,
-            liveness_probe: self.liveness_probe,
-            readiness_probe: self.readiness_probe,
-            volumes: self.volumes,
-            volume_mounts: self.volume_mounts,
-            node_selector: self.node_selector,
-            tolerations: self.tolerations,
-            affinity: self.affinity,
-            reader_config: self.reader_config,
-            scaling: self.scaling,
-        };
-        (values, self.models_volume, self.model_cache)
-    }
 }

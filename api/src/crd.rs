@@ -10,7 +10,7 @@ use crate::ApiVersion;
 /// Fields whose schema comes from Kubernetes' own types. Their (long) upstream descriptions
 /// are dropped from the CRD, as `controller-gen crd:maxDescLen=0` does, which keeps the CRD
 /// a fraction of the size; `kubectl explain` of the core types still has them.
-const KUBERNETES_TYPED_FIELDS: [&str; 17] = [
+const KUBERNETES_TYPED_FIELDS: [&str; 18] = [
     "affinity",
     "env",
     "imagePullSecrets",
@@ -28,6 +28,7 @@ const KUBERNETES_TYPED_FIELDS: [&str; 17] = [
     "behavior",
     "cudaVisibleDevices",
     "conditions",
+    "strategy",
 ];
 
 /// The ModelOrchestra CRD the operator ships: `v1alpha1` and `v1alpha2` served, `v1alpha2`

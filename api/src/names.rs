@@ -4,6 +4,9 @@
 
 /// Longest DNS label (RFC 1123), label value, and Service / container name.
 pub const MAX_LABEL: usize = 63;
+/// The longest application name: its pods' component label `application-<name>` is a label
+/// value of at most 63 characters.
+pub const MAX_APPLICATION_NAME: usize = MAX_LABEL - "application-".len();
 
 /// RFC 1123 label: lower-case alphanumerics and `-`, starting and ending alphanumeric.
 pub fn is_dns_label(s: &str) -> bool {

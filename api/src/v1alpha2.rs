@@ -56,6 +56,10 @@ const FULLNAME: &str = "(has(self.spec.fullnameOverride) && self.spec.fullnameOv
     category = "titanml",
     printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
     printcolumn(name = "Applications", type_ = "string", json_path = ".status.applicationsReady"),
+    printcolumn(name = "Line", type_ = "string", json_path = ".status.line", description = "The operator line serving the CR"),
+    printcolumn(name = "Served-As", type_ = "string", json_path = ".status.servedAs", description = "The API version (contract) the CR is served as"),
+    printcolumn(name = "Generation", type_ = "integer", json_path = ".metadata.generation", description = "The spec's generation"),
+    printcolumn(name = "Observed", type_ = "integer", json_path = ".status.observedGeneration", description = "The generation the serving line last reconciled: below Generation, the latest change is not reconciled yet"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
     validation = kube::core::Rule::new(format!("size({FULLNAME}) <= 55"))
         .message("the generated gateway name `<fullname>-gateway` would exceed 63 characters: use a shorter metadata.name or set spec.fullnameOverride"),
@@ -114,6 +118,14 @@ component! {
         /// A PersistentVolumeClaim for the models, filled by a download Job before the
         /// application serves; when enabled it is the models volume.
         pub model_cache: ModelCache,
+        /// How the Deployment replaces its pods (Kubernetes' default when absent: a rolling
+        /// update of 25% surge, which needs room — a spare GPU — for one more pod). `Recreate`,
+        /// or `rollingUpdate: {maxSurge: 0, maxUnavailable: 1}`, needs none but stops serving.
+        pub strategy: k8s_openapi::api::apps::v1::DeploymentStrategy,
+        /// Seconds a rollout may make no progress before it is `RolloutStuck` (`Degraded`);
+        /// Kubernetes' default is 600.
+        #[schemars(range(min = 1))]
+        pub progress_deadline_seconds: i32,
     }
 }
 
@@ -146,6 +158,14 @@ pub struct ModelOrchestraStatus {
     /// The last `models.titanml.co/refresh` request carried out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_refresh: Option<ModelRefresh>,
+    /// The API version the CR is served as (its contract): the version it was created with,
+    /// unless its `operatorVersion` label or `models.titanml.co/api-version` annotation chose
+    /// another. Writes at another version do not change it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub served_as: Option<String>,
+    /// The routing value of the operator line serving the CR.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<String>,
 }
 
 /// One application's readiness, and its model when cached.

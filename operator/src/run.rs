@@ -14,6 +14,7 @@ use model_orchestra::controller::{self, Settings};
 use model_orchestra::operations::http::{self, Health};
 use model_orchestra::operations::leader::LeaseLock;
 use model_orchestra::operations::metrics::Metrics;
+use model_orchestra::reconcile::routing::Line;
 use model_orchestra_api::lines::{default_routing, line_name};
 use model_orchestra_api::ApiVersion;
 
@@ -77,7 +78,9 @@ enum LogFormat {
 
 fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // Colour only for a person at a terminal; logs collected from a pipe or a file stay plain.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
     match format {
         LogFormat::Plain => builder.init(),
         LogFormat::Json => builder.json().flatten_event(true).init(),
@@ -92,12 +95,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
 }
 
 async fn run_async(args: RunArgs) -> anyhow::Result<()> {
-    let version = args.release.clone().unwrap_or_else(|| env!("CARGO_PKG_VERSION").into());
-    let routing = args.routing.clone().unwrap_or_else(|| default_routing(&version, args.api_version));
-    let identity = args.identity.clone().or_else(|| std::env::var("POD_NAME").ok()).unwrap_or_else(|| {
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_else(|_| "localhost".into());
-        format!("{}-{}", host.trim(), std::process::id())
-    });
+    let settings = settings(&args);
+    let (version, routing, identity) = (&settings.release, &settings.line.routing, &settings.identity);
     let chart = match &args.chart {
         Some(dir) => Chart::from_dir(dir),
         None => Chart::embedded(args.api_version),
@@ -129,7 +128,15 @@ async fn run_async(args: RunArgs) -> anyhow::Result<()> {
     let (bound, ops) = http::serve(args.metrics_addr, metrics.clone(), health.clone())
         .await
         .with_context(|| format!("listening on {}", args.metrics_addr))?;
-    tracing::info!(%version, %routing, claim_unlabeled = args.claim_unlabeled, %identity, metrics = %bound, "starting");
+    tracing::info!(
+        %version,
+        %routing,
+        api_version = %args.api_version,
+        claim_unlabeled = args.claim_unlabeled,
+        %identity,
+        metrics = %bound,
+        "starting"
+    );
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(signal_stop(stop_tx.clone()));
@@ -144,9 +151,10 @@ async fn run_async(args: RunArgs) -> anyhow::Result<()> {
         Arc::new(LeaseLock::new(
             client.clone(),
             &lease_namespace,
-            line_name(&routing),
+            line_name(routing),
             identity.clone(),
             Duration::from_secs(args.lease_duration_seconds),
+            args.api_version.to_string(),
         ))
     });
     let renew = Duration::from_secs(args.lease_renew_seconds.max(1));
@@ -155,7 +163,12 @@ async fn run_async(args: RunArgs) -> anyhow::Result<()> {
         health.ready.store(true, Ordering::Relaxed);
         tracing::info!(lease = %lock.name, namespace = %lease_namespace, "waiting for leadership");
         tokio::select! {
-            _ = lock.acquire(renew) => {}
+            acquired = lock.acquire(renew) => {
+                if let Err(e) = acquired {
+                    ops.abort();
+                    return Err(e.into());
+                }
+            }
             _ = stopped() => {
                 ops.abort();
                 return Ok(());
@@ -174,15 +187,6 @@ async fn run_async(args: RunArgs) -> anyhow::Result<()> {
         });
     }
 
-    let settings = Settings {
-        routing,
-        claim_unlabeled: args.claim_unlabeled,
-        namespace: args.watch_namespace.clone(),
-        resync: Duration::from_secs(args.resync_seconds),
-        concurrency: args.concurrency,
-        identity,
-        release: version.clone(),
-    };
     let ready = health.clone();
     let result = controller::run(
         client,
@@ -205,6 +209,24 @@ async fn run_async(args: RunArgs) -> anyhow::Result<()> {
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The settings of this instance, from its flags (and environment), built once.
+fn settings(args: &RunArgs) -> Settings {
+    let release = args.release.clone().unwrap_or_else(|| env!("CARGO_PKG_VERSION").into());
+    let routing = args.routing.clone().unwrap_or_else(|| default_routing(&release, args.api_version));
+    let identity = args.identity.clone().or_else(|| std::env::var("POD_NAME").ok()).unwrap_or_else(|| {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_else(|_| "localhost".into());
+        format!("{}-{}", host.trim(), std::process::id())
+    });
+    Settings {
+        line: Line { routing, serves: args.api_version, claim_unlabeled: args.claim_unlabeled },
+        namespace: args.watch_namespace.clone(),
+        resync: Duration::from_secs(args.resync_seconds),
+        concurrency: args.concurrency,
+        identity,
+        release,
+    }
 }
 
 /// SIGTERM (Kubernetes) or SIGINT (a terminal) starts a graceful stop.

@@ -19,7 +19,7 @@ use super::{Chart, Component};
 use crate::error::{InputError, RenderError};
 use crate::model::snake_case;
 use crate::model::{ApplicationModel, ContractRules, GatewayModel, Model, ModelCacheSettings, PodSettings};
-use model_orchestra_api::names::{is_dns_label, is_dns_subdomain, is_label_value, MAX_LABEL};
+use model_orchestra_api::names::{is_dns_label, is_dns_subdomain, is_label_value};
 use model_orchestra_api::values::{IngressTls, PullPolicy, ScalingSpec, ServiceType};
 
 /// The label naming who manages an object; the operator prunes only objects carrying it.
@@ -108,6 +108,11 @@ struct ComponentContext<'a> {
     ingress: Option<IngressRules>,
     #[serde(skip_serializing_if = "Option::is_none")]
     scaler: Option<Scaler<'a>>,
+    /// The Deployment's strategy and progress deadline, when the values set them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    strategy: Option<&'a k8s_openapi::api::apps::v1::DeploymentStrategy>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    progress_deadline_seconds: Option<i32>,
     /// The pod's and Service's settings, with the GPU rules applied.
     values: PodContext<'a>,
 }
@@ -338,20 +343,6 @@ impl<'a> Release<'a> {
         let mut contexts = Vec::with_capacity(applications.len());
         for app in applications {
             let field = format!("spec.applications.{}", app.key);
-            if !is_dns_label(&app.key) {
-                return Err(InputError::new(
-                    &field,
-                    "application names must be DNS labels (lower-case letters, digits and `-`, starting and ending with a letter or digit, at most 63)",
-                )
-                .into());
-            }
-            if app.key == "gateway" {
-                return Err(InputError::new(
-                    &field,
-                    "`gateway` is reserved: the gateway's objects are named `<fullname>-gateway`; choose another application name",
-                )
-                .into());
-            }
             let ctx = AppContext {
                 rules: self.values.rules,
                 field: &field,
@@ -606,6 +597,8 @@ fn gateway_component<'a>(
         replicas: Some(pod.replica_count),
         ingress: ingress(pod, name, field)?,
         scaler: None,
+        strategy: None,
+        progress_deadline_seconds: None,
         values: pod_context(pod, pod.resources.clone(), pod.tolerations.clone()),
     })
 }
@@ -644,15 +637,8 @@ fn application_component<'a>(
 ) -> Result<ComponentContext<'a>, InputError> {
     let name = format!("{}-{}", ctx.fullname, app.key);
     check_generated(&name, ctx.field)?;
+    // Its length is checked with the other names (`validate`).
     let component = format!("application-{}", app.key);
-    if component.len() > MAX_LABEL {
-        return Err(InputError::new(
-            ctx.field,
-            format!(
-                "the component label `{component}` would exceed 63 characters: use an application name of at most 51"
-            ),
-        ));
-    }
 
     let mut reader = snake_keys(&app.reader);
     reader.insert("internal_gateway_ip".into(), Value::String(ctx.gateway_name.to_string()));
@@ -718,6 +704,8 @@ fn application_component<'a>(
         config_yaml: config,
         ingress,
         scaler,
+        strategy: app.strategy.as_ref(),
+        progress_deadline_seconds: app.progress_deadline_seconds,
         values: pod_context(pod, resources, tolerations),
     })
 }

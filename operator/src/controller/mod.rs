@@ -24,12 +24,17 @@ use kube::{Api, Client};
 
 use crate::chart::Chart;
 use crate::operations::metrics::Metrics;
+use crate::reconcile::routing::Line;
 use model_orchestra_api::kinds::Kind;
-use reconciler::{error_policy, key, reconcile, Context, ReconcileSettings};
+use model_orchestra_api::ApiVersion;
+use reconciler::{error_policy, key, reconcile, Context};
 
+/// How this operator runs: built once (by `run`) and shared by every reconcile.
+#[derive(Debug, Clone)]
 pub struct Settings {
-    pub routing: String,
-    pub claim_unlabeled: bool,
+    /// The line it is: its routing value, the version it serves, whether it takes
+    /// unlabelled CRs.
+    pub line: Line,
     /// Watch one namespace; `None` watches all.
     pub namespace: Option<String>,
     pub resync: Duration,
@@ -58,13 +63,35 @@ async fn serves(client: &Client, group: &str, version: &str, kind: &str) -> Resu
     }
 }
 
-/// The kinds of `Kind::ALL` the cluster serves, once it serves the ModelOrchestra CRD at
-/// `version`. Only the CRD and the optional kinds (KEDA, Prometheus Operator) are asked
-/// about — three requests, not a walk of every API group.
-pub async fn served_kinds(client: &Client, version: &str) -> Result<Vec<Kind>, StartError> {
-    if !serves(client, model_orchestra_api::GROUP, version, model_orchestra_api::KIND).await? {
-        return Err(StartError::CrdMissing { version: version.into() });
+/// What the cluster serves: the version CRs are read and their status written at, and the
+/// kinds of `Kind::ALL`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Served {
+    /// The storage version when the CRD serves it (a superset of every version's fields,
+    /// so neither reading nor a status write drops a field), else the line's version (an
+    /// older CRD).
+    pub read_at: ApiVersion,
+    pub kinds: Vec<Kind>,
+}
+
+/// What the cluster serves, once it serves the ModelOrchestra CRD at `version`. Only the
+/// CRD and the optional kinds (KEDA, Prometheus Operator) are asked about — a few requests,
+/// not a walk of every API group.
+pub async fn served(client: &Client, version: ApiVersion) -> Result<Served, StartError> {
+    let serves_crd = |v: ApiVersion| serves(client, model_orchestra_api::GROUP, v.as_str(), model_orchestra_api::KIND);
+    if !serves_crd(version).await? {
+        return Err(StartError::CrdMissing { version: version.as_str().into() });
     }
+    let read_at = if version == ApiVersion::STORAGE || serves_crd(ApiVersion::STORAGE).await? {
+        ApiVersion::STORAGE
+    } else {
+        version
+    };
+    Ok(Served { read_at, kinds: served_kinds(client).await? })
+}
+
+/// The kinds of `Kind::ALL` the cluster serves.
+async fn served_kinds(client: &Client) -> Result<Vec<Kind>, StartError> {
     let mut kinds = Vec::new();
     for kind in Kind::ALL {
         if !kind.is_optional() || serves(client, kind.group(), kind.version(), kind.kind()).await? {
@@ -76,11 +103,11 @@ pub async fn served_kinds(client: &Client, version: &str) -> Result<Vec<Kind>, S
 
 /// Discovery, retried (capped exponential backoff) until it works: at startup the API
 /// server may be briefly unavailable, or the CRD not yet installed.
-async fn discover(client: &Client, version: &str) -> Vec<Kind> {
+async fn discover(client: &Client, version: ApiVersion) -> Served {
     let mut delay = Duration::from_millis(200);
     loop {
-        match served_kinds(client, version).await {
-            Ok(kinds) => return kinds,
+        match served(client, version).await {
+            Ok(served) => return served,
             Err(e) => {
                 tracing::warn!(error = %e, retry_in = ?delay, "cannot start the controller yet")
             }
@@ -106,16 +133,16 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> Result<(), StartError> {
     let shutdown = futures::FutureExt::shared(Box::pin(shutdown));
-    let version = chart.api_version().as_str();
     let mut served = tokio::select! {
-        kinds = discover(&client, version) => kinds,
+        served = discover(&client, settings.line.serves) => served,
         _ = shutdown.clone() => return Ok(()),
     };
+    let settings = Arc::new(settings);
     let chart = Arc::new(chart);
     let mut on_ready = Some(on_ready);
     loop {
         let (found_tx, mut found_rx) = tokio::sync::watch::channel(None);
-        let poll = tokio::spawn(newly_served(client.clone(), version, served.clone(), found_tx));
+        let poll = tokio::spawn(newly_served(client.clone(), served.kinds.clone(), found_tx));
         let stop = {
             let (shutdown, mut found) = (shutdown.clone(), found_rx.clone());
             async move {
@@ -129,7 +156,7 @@ pub async fn run(
         run_controller(
             &client,
             chart.clone(),
-            &settings,
+            settings.clone(),
             metrics.clone(),
             served.clone(),
             || on_ready.take().map_or((), |f| f()),
@@ -138,25 +165,20 @@ pub async fn run(
         .await;
         poll.abort();
         let Some(kinds) = found_rx.borrow_and_update().clone() else { return Ok(()) };
-        let added: Vec<&str> = kinds.iter().filter(|k| !served.contains(k)).map(|k| k.kind()).collect();
+        let added: Vec<&str> = kinds.iter().filter(|k| !served.kinds.contains(k)).map(|k| k.kind()).collect();
         tracing::info!(?added, "newly served kinds: restarting the controller with their watches");
-        served = kinds;
+        served.kinds = kinds;
     }
 }
 
 /// Resolves (sends) the served kinds once they include one `served` lacks.
-async fn newly_served(
-    client: Client,
-    version: &'static str,
-    served: Vec<Kind>,
-    found: tokio::sync::watch::Sender<Option<Vec<Kind>>>,
-) {
+async fn newly_served(client: Client, served: Vec<Kind>, found: tokio::sync::watch::Sender<Option<Vec<Kind>>>) {
     if served.len() == Kind::ALL.len() {
         return;
     }
     loop {
         tokio::time::sleep(REDISCOVERY_INTERVAL).await;
-        if let Ok(kinds) = served_kinds(&client, version).await {
+        if let Ok(kinds) = served_kinds(&client).await {
             if kinds.iter().any(|k| !served.contains(k)) {
                 let _ = found.send(Some(kinds));
                 return;
@@ -169,13 +191,13 @@ async fn newly_served(
 async fn run_controller(
     client: &Client,
     chart: Arc<Chart>,
-    settings: &Settings,
+    settings: Arc<Settings>,
     metrics: Arc<Metrics>,
-    served: Vec<Kind>,
+    served: Served,
     on_ready: impl FnOnce(),
     stop: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let missing: Vec<&str> = Kind::ALL.iter().filter(|k| !served.contains(k)).map(|k| k.kind()).collect();
+    let missing: Vec<&str> = Kind::ALL.iter().filter(|k| !served.kinds.contains(k)).map(|k| k.kind()).collect();
     if !missing.is_empty() {
         tracing::warn!(
             ?missing,
@@ -183,20 +205,15 @@ async fn run_controller(
         );
     }
     let namespace = settings.namespace.as_deref();
-    let (caches, streams) = children::watch(client, namespace, &served);
+    let (caches, streams) = children::watch(client, namespace, &served.kinds);
     let (pods, pod_stream) = pods::watch(client, namespace);
     let recorder = Recorder::new(
         client.clone(),
         Reporter { controller: "model-orchestra-operator".into(), instance: Some(settings.identity.clone()) },
     );
-    let reconcile_settings = ReconcileSettings {
-        routing: settings.routing.clone(),
-        claim_unlabeled: settings.claim_unlabeled,
-        resync: settings.resync,
-        operator_version: settings.release.clone(),
-    };
-    let view = reconciler::ClusterView { client: client.clone(), caches, pods, served };
-    let ctx = Arc::new(Context::new(view, chart, reconcile_settings, metrics, recorder));
+    let (concurrency, read_at) = (settings.concurrency, served.read_at);
+    let view = reconciler::ClusterView { client: client.clone(), caches, pods, served: served.kinds, read_at };
+    let ctx = Arc::new(Context::new(view, chart, settings.clone(), metrics, recorder));
 
     let ar = ctx.cr_resource();
     let crs: Api<DynamicObject> = match namespace {
@@ -211,17 +228,19 @@ async fn run_controller(
     let (forget_ctx, store) = (ctx.clone(), reader.clone());
     let cr_stream = watcher(crs, watcher::Config::default())
         .default_backoff()
-        // managedFields are dropped except the user's last spec write, without its field
-        // set: its apiVersion routes an unlabelled CR (`reconciler::written_version`).
+        // managedFields are dropped except the write that created the CR, without its
+        // field set: its apiVersion routes an unlabelled CR never served yet
+        // (`reconcile::routing`).
         .modify(|o: &mut DynamicObject| {
             let fields = o.metadata.managed_fields.take().unwrap_or_default();
+            let created = o.metadata.creation_timestamp.as_ref();
             o.metadata.managed_fields =
-                crate::reconcile::routing::user_write(&fields, crate::reconcile::plan::FIELD_MANAGER)
+                crate::reconcile::routing::creation_write(&fields, crate::reconcile::plan::FIELD_MANAGER, created)
                     .map(|e| vec![ManagedFieldsEntry { fields_v1: None, ..e.clone() }]);
         })
         .reflect(writer)
         .inspect_ok(move |event| match event {
-            watcher::Event::Delete(o) => forget_ctx.forget(&key(o)),
+            watcher::Event::Delete(o) => forget_ctx.deleted(&key(o)),
             // A relist may have missed deletions: keep only what the new list has.
             watcher::Event::InitDone => {
                 forget_ctx.forget_all_but(&store.state().iter().map(|o| key(o)).collect::<HashSet<_>>())
@@ -229,9 +248,8 @@ async fn run_controller(
             _ => {}
         })
         .applied_objects();
-    let mut controller = Controller::for_stream_with(cr_stream, reader, ar.clone()).with_config(
-        ControllerConfig::default().concurrency(settings.concurrency).debounce(Duration::from_millis(200)),
-    );
+    let mut controller = Controller::for_stream_with(cr_stream, reader, ar.clone())
+        .with_config(ControllerConfig::default().concurrency(concurrency).debounce(Duration::from_millis(200)));
     for (child, stream) in streams.metadata {
         controller = controller.owns_stream_with(stream, child);
     }

@@ -14,10 +14,11 @@ use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, Pr
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Api, Client, Resource, ResourceExt};
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::children::Caches;
 use super::pods::Pods;
+use super::Settings;
 use crate::chart::{Chart, Component};
 use crate::error::RenderError;
 use crate::operations::metrics::Metrics;
@@ -26,11 +27,12 @@ use crate::reconcile::condition::{ConditionType, Reason};
 use crate::reconcile::drift::{combine, drift, Drift};
 use crate::reconcile::model::{self, Download};
 use crate::reconcile::plan::{self, ApplyPlan, Owner, PlannedObject, FIELD_MANAGER};
-use crate::reconcile::routing::{self, is_routed_here};
+use crate::reconcile::routing::{self, Route, RoutingFacts};
 use crate::reconcile::status::{self, deployment_readiness, Health, Observed, Outcome, Report};
 use model_orchestra_api::kinds::Kind;
+use model_orchestra_api::lines::{API_VERSION_ANNOTATION, ROUTING_LABEL};
 use model_orchestra_api::v1alpha2::ModelOrchestraStatus;
-use model_orchestra_api::KIND;
+use model_orchestra_api::{ApiVersion, KIND};
 
 /// Objects of one CR applied (or dry-run) at once.
 const APPLY_CONCURRENCY: usize = 8;
@@ -43,6 +45,8 @@ pub struct ClusterView {
     pub pods: Pods,
     /// Kinds the cluster serves (the optional ones, KEDA and Prometheus, may be missing).
     pub served: Vec<Kind>,
+    /// The version CRs are read and their status written at.
+    pub read_at: ApiVersion,
 }
 
 /// What every reconcile reads: the cluster view, the chart and the settings.
@@ -51,51 +55,60 @@ pub struct Context {
     pub caches: Caches,
     pub pods: Pods,
     pub served: Vec<Kind>,
+    pub read_at: ApiVersion,
     pub chart: Arc<Chart>,
-    pub settings: ReconcileSettings,
+    pub settings: Arc<Settings>,
     pub metrics: Arc<Metrics>,
     pub recorder: Recorder,
     pub backoff: Backoff,
     /// Per CR: what its last full apply left behind.
     memory: Mutex<HashMap<String, AppliedState>>,
+    /// Per CR of another line whose latest generation is not reconciled: since when this
+    /// line has seen it so, and whether it said so.
+    unserved: Mutex<HashMap<String, Unserved>>,
 }
 
-/// The settings a reconcile needs.
+/// A CR of another line whose current generation no line has reconciled yet.
 #[derive(Debug, Clone)]
-pub struct ReconcileSettings {
-    pub routing: String,
-    pub claim_unlabeled: bool,
-    /// How often a converged CR is looked at again.
-    pub resync: Duration,
-    pub operator_version: String,
+struct Unserved {
+    uid: String,
+    generation: Option<i64>,
+    since: Instant,
+    reported: bool,
 }
+
+/// How long a CR's generation may go unreconciled by every line before a line that sees
+/// it says so.
+pub const UNSERVED_AFTER: Duration = Duration::from_secs(30);
 
 impl Context {
-    /// The ModelOrchestra resource at the version this line serves (its chart's).
+    /// The ModelOrchestra resource CRs are read and their status written at.
     pub fn cr_resource(&self) -> ApiResource {
-        self.chart.api_version().resource()
+        self.read_at.resource()
     }
 
     pub fn new(
         view: ClusterView,
         chart: Arc<Chart>,
-        settings: ReconcileSettings,
+        settings: Arc<Settings>,
         metrics: Arc<Metrics>,
         recorder: Recorder,
     ) -> Self {
-        let ClusterView { client, caches, pods, served } = view;
+        let ClusterView { client, caches, pods, served, read_at } = view;
         let backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(300));
         Context {
             client,
             caches,
             pods,
             served,
+            read_at,
             chart,
             settings,
             metrics,
             recorder,
             backoff,
             memory: Mutex::new(HashMap::new()),
+            unserved: Mutex::new(HashMap::new()),
         }
     }
 
@@ -110,8 +123,15 @@ impl Context {
     /// deletions).
     pub fn forget_all_but(&self, live: &std::collections::HashSet<String>) {
         self.memory.lock().expect("memory lock").retain(|k, _| live.contains(k));
+        self.unserved.lock().expect("unserved lock").retain(|k, _| live.contains(k));
         self.backoff.retain(|k| live.contains(k));
         self.update_tracked();
+    }
+
+    /// Drops a deleted CR entirely.
+    pub fn deleted(&self, key: &str) {
+        self.forget(key);
+        self.unserved.lock().expect("unserved lock").remove(key);
     }
 
     fn remember(&self, key: String, state: AppliedState) {
@@ -139,6 +159,8 @@ struct AppliedState {
     refresh: BTreeMap<String, String>,
     hash: String,
     objects: Vec<Planned>,
+    /// The render's warnings (the spec has not changed since).
+    warnings: Vec<String>,
     at: Instant,
 }
 
@@ -202,7 +224,22 @@ impl ReconcileError {
         }
     }
 
+    /// Whether the API server's answer is a refusal of the object dressed as a server
+    /// error: a malformed quantity fails to decode before validation and comes back as a
+    /// 500 ("quantities must match the regular expression …"). Retrying cannot fix it.
+    fn invalid_in_disguise(&self) -> bool {
+        match self {
+            ReconcileError::Request { source: kube::Error::Api(s), .. } if s.code == 500 => {
+                s.message.contains("quantities must match the regular expression")
+            }
+            _ => false,
+        }
+    }
+
     pub fn reason(&self) -> Reason {
+        if self.invalid_in_disguise() {
+            return Reason::Invalid;
+        }
         match (self, self.code()) {
             (ReconcileError::Render(_), _) => Reason::RenderFailed,
             (ReconcileError::Request { step: Step::DryRun, .. }, Some(400 | 422)) => Reason::Invalid,
@@ -215,6 +252,9 @@ impl ReconcileError {
     /// How to retry: a conflict at once; an invalid spec or object when the CR changes (or
     /// at the next resync); anything else (forbidden, server errors, timeouts) with backoff.
     pub fn retry(&self) -> Retry {
+        if self.invalid_in_disguise() {
+            return Retry::OnChange;
+        }
         match (self, self.code()) {
             (ReconcileError::Render(_), _) => Retry::OnChange,
             (_, Some(409)) => Retry::Now,
@@ -283,21 +323,25 @@ impl<'a> Cr<'a> {
     }
 }
 
+/// What routing reads of a CR (its creating write is the one managedFields entry the watch
+/// keeps, see `controller::run`).
+fn routing_facts(obj: &DynamicObject) -> RoutingFacts<'_> {
+    RoutingFacts {
+        labels: obj.metadata.labels.as_ref(),
+        annotations: obj.metadata.annotations.as_ref(),
+        recorded: obj.data.get("status").and_then(|s| s.get("servedAs")).and_then(Value::as_str),
+        creation: obj.metadata.managed_fields.as_ref().and_then(|m| m.first()),
+    }
+}
+
 pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
-    let s = &ctx.settings;
-    // The watch keeps only the user's last spec write of the managedFields (controller::run).
-    let written = routing::written_version(obj.metadata.managed_fields.as_ref().and_then(|m| m.first()));
-    if !is_routed_here(
-        obj.metadata.labels.as_ref(),
-        written,
-        &s.routing,
-        ctx.chart.api_version().as_str(),
-        s.claim_unlabeled,
-    ) {
+    let route = routing::route(&routing_facts(&obj));
+    if !ctx.settings.line.takes(&route) {
         // Another line's CR: forget it, so taking it back later applies again.
         ctx.forget(&key(&obj));
-        return Ok(Action::await_change());
+        return Ok(notice_unserved(&obj, &route, &ctx).await);
     }
+    ctx.unserved.lock().expect("unserved lock").remove(&key(&obj));
     if obj.metadata.deletion_timestamp.is_some() {
         // The garbage collector removes the children through their ownerReferences.
         ctx.forget(&key(&obj));
@@ -308,13 +352,109 @@ pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Act
     let result = reconcile_routed(&cr, &ctx).await;
     ctx.metrics.observe_reconcile(started.elapsed(), result.as_ref().err().map(|e| e.reason().as_str()));
     match &result {
-        Ok(_) => ctx.backoff.succeeded(&cr.key),
+        Ok((_, changes)) => {
+            ctx.backoff.succeeded(&cr.key);
+            changes.log(&cr);
+        }
         Err(e) => {
-            tracing::warn!(modelorchestra = %cr.key, reason = %e.reason(), error = %e, "reconcile failed");
+            tracing::warn!(modelorchestra = %cr.key, generation = ?cr.generation, reason = %e.reason(), error = %e, "reconcile failed");
             report_failure(&ctx, &cr, e).await;
         }
     }
-    result
+    result.map(|(action, _)| action)
+}
+
+/// What a reconcile changed in the cluster; nothing for most resyncs.
+#[derive(Debug, Default)]
+struct Changes {
+    applied: usize,
+    pruned: usize,
+    /// The Ready condition's new reason, when the status changed.
+    status: Option<String>,
+}
+
+impl Changes {
+    /// One info line per reconcile that changed something.
+    fn log(&self, cr: &Cr) {
+        if self.applied == 0 && self.pruned == 0 && self.status.is_none() {
+            return;
+        }
+        tracing::info!(
+            modelorchestra = %cr.key,
+            generation = ?cr.generation,
+            applied = self.applied,
+            pruned = self.pruned,
+            ready = self.status.as_deref().unwrap_or("unchanged"),
+            "reconciled"
+        );
+    }
+}
+
+/// A CR routed to another line: if no line has reconciled its current generation for
+/// [`UNSERVED_AFTER`], say so once — an Event on the CR naming the line it waits for, and a
+/// log line — without writing its status (only its own line does).
+async fn notice_unserved(obj: &DynamicObject, route: &Route, ctx: &Context) -> Action {
+    let key = key(obj);
+    let observed = obj.data.get("status").and_then(|s| s["observedGeneration"].as_i64());
+    if obj.metadata.deletion_timestamp.is_some() || (observed.is_some() && observed == obj.metadata.generation) {
+        ctx.unserved.lock().expect("unserved lock").remove(&key);
+        return Action::await_change();
+    }
+    let (uid, generation) = (obj.uid().unwrap_or_default(), obj.metadata.generation);
+    let elapsed = {
+        let mut unserved = ctx.unserved.lock().expect("unserved lock");
+        let entry = unserved.entry(key.clone()).or_insert_with(|| Unserved {
+            uid: uid.clone(),
+            generation,
+            since: Instant::now(),
+            reported: false,
+        });
+        if entry.uid != uid || entry.generation != generation {
+            *entry = Unserved { uid: uid.clone(), generation, since: Instant::now(), reported: false };
+        }
+        if entry.reported {
+            return Action::requeue(ctx.settings.resync);
+        }
+        entry.since.elapsed()
+    };
+    if elapsed < UNSERVED_AFTER {
+        return Action::requeue(UNSERVED_AFTER - elapsed + Duration::from_millis(500));
+    }
+    let message = format!(
+        "no operator line has reconciled generation {} of this ModelOrchestra for {}s: it goes to {route}. {}",
+        generation.unwrap_or_default(),
+        elapsed.as_secs(),
+        unserved_hint(route, &obj.name_any()),
+    );
+    tracing::warn!(modelorchestra = %key, generation = ?generation, "{message}");
+    let event = Event {
+        type_: EventType::Warning,
+        reason: "NotServed".into(),
+        note: Some(truncate(&message, 1000)),
+        action: "Route".into(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&event, &obj.object_ref(&ctx.cr_resource())).await {
+        tracing::debug!(error = %e, "cannot publish event");
+    }
+    if let Some(entry) = ctx.unserved.lock().expect("unserved lock").get_mut(&key) {
+        entry.reported = true;
+    }
+    Action::requeue(ctx.settings.resync)
+}
+
+/// What a user can do about a CR no running line serves.
+fn unserved_hint(route: &Route, name: &str) -> String {
+    let annotate = format!("kubectl annotate modelorchestra/{name} {API_VERSION_ANNOTATION}=<version>");
+    match route {
+        Route::Line(line) => format!(
+            "Start or install the {line} line, or change its {ROUTING_LABEL} label (`kubectl label modelorchestra/{name} {ROUTING_LABEL}-` to route it by version)."
+        ),
+        Route::Version(version, _) => format!(
+            "Start a line serving {version} that takes unlabelled CRs (`model-orchestra-operator run --api-version {version} --claim-unlabeled`, README: Running the operator), or move the CR to a version a running line serves (`{annotate}`)."
+        ),
+        Route::Invalid(_) => format!("Fix the annotation: `{annotate} --overwrite`."),
+    }
 }
 
 pub fn error_policy(obj: Arc<DynamicObject>, err: &ReconcileError, ctx: Arc<Context>) -> Action {
@@ -325,28 +465,31 @@ pub fn error_policy(obj: Arc<DynamicObject>, err: &ReconcileError, ctx: Arc<Cont
     }
 }
 
-async fn reconcile_routed(cr: &Cr<'_>, ctx: &Context) -> Result<Action, ReconcileError> {
+async fn reconcile_routed(cr: &Cr<'_>, ctx: &Context) -> Result<(Action, Changes), ReconcileError> {
     match since_last_apply(cr, ctx) {
         SinceLastApply::Unchanged(state) => {
-            let observed = observe(ctx, cr, &state.objects, &BTreeMap::new(), &state.refresh);
-            return report_applied(ctx, cr, observed, state.hash).await;
+            let mut observed = observe(ctx, cr, &state.objects, &BTreeMap::new(), &state.refresh);
+            observed.warnings = state.warnings.clone();
+            let status = report_applied(ctx, cr, observed, state.hash).await?;
+            return Ok((Action::requeue(ctx.settings.resync), Changes { status, ..Default::default() }));
         }
         // The watch event that brings the cache up to date reconciles again; the requeue
         // covers a lost one.
-        SinceLastApply::CacheBehind => return Ok(Action::requeue(Duration::from_secs(1))),
+        SinceLastApply::CacheBehind => return Ok((Action::requeue(Duration::from_secs(1)), Changes::default())),
         SinceLastApply::Changed => {}
     }
-    let (plan, refresh) = render_and_plan(cr, ctx)?;
+    let Prepared { plan, refresh, warnings } = render_and_plan(cr, ctx)?;
     dry_run(ctx, cr, &plan).await?;
     let applied = apply(ctx, cr, &plan).await?;
-    prune(ctx, cr, &plan).await?;
+    let pruned = prune(ctx, cr, &plan).await?;
     let deployments: BTreeMap<String, Deployment> = applied
         .iter()
         .filter(|(o, _)| o.kind == Kind::Deployment)
         .filter_map(|(o, a)| Some((o.name.clone(), serde_json::to_value(a).and_then(serde_json::from_value).ok()?)))
         .collect();
     let objects: Vec<Planned> = applied.iter().map(|(o, a)| planned(o, a)).collect();
-    let observed = observe(ctx, cr, &objects, &deployments, &refresh);
+    let mut observed = observe(ctx, cr, &objects, &deployments, &refresh);
+    observed.warnings = warnings.clone();
     let state = AppliedState {
         uid: cr.uid.clone(),
         generation: cr.generation,
@@ -354,10 +497,14 @@ async fn reconcile_routed(cr: &Cr<'_>, ctx: &Context) -> Result<Action, Reconcil
         refresh,
         hash: plan.hash.clone(),
         objects,
+        warnings,
         at: Instant::now(),
     };
     ctx.remember(cr.key.clone(), state);
-    report_applied(ctx, cr, observed, plan.hash).await
+    let applied = applied.len();
+    let status = report_applied(ctx, cr, observed, plan.hash).await?;
+    let changes = Changes { applied, pruned, status };
+    Ok((Action::requeue(ctx.settings.resync), changes))
 }
 
 enum SinceLastApply {
@@ -392,25 +539,38 @@ fn since_last_apply(cr: &Cr, ctx: &Context) -> SinceLastApply {
     }
 }
 
-/// Parses the CR strictly, renders every object and plans the apply: all before anything
-/// touches the cluster. An application whose model is being downloaded is held at zero
-/// replicas, or kept on its earlier download of the same model ([`model::Gate`]). Returns
-/// the plan and the refresh value each model is downloaded for.
-fn render_and_plan(cr: &Cr, ctx: &Context) -> Result<(ApplyPlan, BTreeMap<String, String>), ReconcileError> {
+/// What a reconcile will apply: the plan, the refresh value each model is downloaded for,
+/// and the render's warnings.
+struct Prepared {
+    plan: ApplyPlan,
+    refresh: BTreeMap<String, String>,
+    warnings: Vec<String>,
+}
+
+/// Parses the CR strictly as the version this line serves, renders every object and plans
+/// the apply: all before anything touches the cluster. An application whose model is being
+/// downloaded is held at zero replicas, or kept on its earlier download of the same model
+/// ([`model::Gate`]).
+fn render_and_plan(cr: &Cr, ctx: &Context) -> Result<Prepared, ReconcileError> {
     let value = serde_json::to_value(cr.obj).expect("objects serialise");
     let doc = model_orchestra_api::parse::document(&value).map_err(RenderError::from)?;
-    // The watch is at the version this line serves (its chart's), so that is what arrives.
-    let version = crate::versions::served(ctx.chart.api_version());
-    let values = version.values(&doc.spec).map_err(|e| RenderError::from(e.prefixed("spec")))?;
+    // Read at the storage version, which holds every version's fields; the spec is read
+    // as the version the CR is served as, whatever version it is read at.
+    let serves = ctx.settings.line.serves;
+    let values = crate::versions::served(serves)
+        .values(&doc.spec)
+        .map_err(|e| crate::versions::name_foreign_fields(serves, &doc.spec, e, &cr.name).prefixed("spec"))
+        .map_err(RenderError::from)?;
     let apps: Vec<&str> = values.applications.iter().flatten().map(|(k, _)| k.as_str()).collect();
     let refresh = model::refresh_values(cr.refresh_annotation.as_deref(), &apps, &cr.previous);
-    let mut rendered = ctx.chart.render(&cr.name, &cr.namespace, &values, &refresh)?.objects;
-    let gates = downloads(ctx, cr, &model::cached_models(&rendered), &refresh)
+    let rendered = ctx.chart.render(&cr.name, &cr.namespace, &values, &refresh)?;
+    let mut objects = rendered.objects;
+    let gates = downloads(ctx, cr, &model::cached_models(&objects), &refresh)
         .into_iter()
         .map(|(app, d)| (app, d.gate()))
         .collect();
-    model::apply_gates(&mut rendered, &gates);
-    let plan = plan::plan(&cr.owner(ctx.cr_resource().api_version), rendered);
+    model::apply_gates(&mut objects, &gates);
+    let plan = plan::plan(&cr.owner(serves.api_version()), objects);
     let unserved: Vec<String> = plan
         .objects
         .iter()
@@ -420,7 +580,7 @@ fn render_and_plan(cr: &Cr, ctx: &Context) -> Result<(ApplyPlan, BTreeMap<String
     if !unserved.is_empty() {
         return Err(ReconcileError::Unserved(unserved.join(", ")));
     }
-    Ok((plan, refresh))
+    Ok(Prepared { plan, refresh, warnings: rendered.warnings.iter().map(ToString::to_string).collect() })
 }
 
 /// Where each cached application's download stands, and what its pods run on meanwhile.
@@ -491,8 +651,9 @@ async fn apply<'p>(
 
 /// Deletes what this CR's previous renders produced and this one does not (see
 /// [`plan::prune`] for what may be deleted).
-async fn prune(ctx: &Context, cr: &Cr<'_>, plan: &ApplyPlan) -> Result<(), ReconcileError> {
-    let owner = cr.owner(ctx.cr_resource().api_version);
+async fn prune(ctx: &Context, cr: &Cr<'_>, plan: &ApplyPlan) -> Result<usize, ReconcileError> {
+    let owner = cr.owner(ctx.settings.line.serves.api_version());
+    let mut pruned = 0;
     let children = ctx.caches.children(&cr.namespace, &cr.name);
     let existing: Vec<_> = children.iter().map(|c| c.existing.clone()).collect();
     for gone in plan::prune(&owner, plan, &existing) {
@@ -518,9 +679,10 @@ async fn prune(ctx: &Context, cr: &Cr<'_>, plan: &ApplyPlan) -> Result<(), Recon
             }
         }
         ctx.metrics.count_pruned(1);
+        pruned += 1;
         tracing::info!(modelorchestra = %cr.key, kind = gone.kind.kind(), name = %gone.name, "pruned");
     }
-    Ok(())
+    Ok(pruned)
 }
 
 fn planned(o: &PlannedObject, applied: &DynamicObject) -> Planned {
@@ -567,9 +729,9 @@ fn observe(
                     .get(&o.name)
                     .cloned()
                     .or_else(|| ctx.caches.deployment(&cr.namespace, &o.name).map(|d| (*d).clone()));
-                let replicas = deployment_readiness(d.as_ref());
+                let (replicas, rollout) = deployment_readiness(d.as_ref());
                 let problem = if replicas.ready { None } else { ctx.pods.problem(&cr.namespace, &cr.name, component) };
-                let health = Health { replicas, problem };
+                let health = Health { replicas, rollout, problem };
                 match component {
                     Component::Gateway => observed.gateway = health,
                     Component::Application(app) => {
@@ -588,16 +750,17 @@ fn observe(
 }
 
 /// Writes the status of a CR whose objects are all applied (if it changed).
+/// Writes the status of a CR whose objects are all applied, if it changed; returns the
+/// Ready condition's reason when it did.
 async fn report_applied(
     ctx: &Context,
     cr: &Cr<'_>,
     observed: Observed,
     hash: String,
-) -> Result<Action, ReconcileError> {
+) -> Result<Option<String>, ReconcileError> {
     write_status(ctx, cr, &Outcome::Applied { observed: Box::new(observed), hash })
         .await
-        .map_err(ReconcileError::Status)?;
-    Ok(Action::requeue(ctx.settings.resync))
+        .map_err(ReconcileError::Status)
 }
 
 /// Records a failure in the status (and an Event); the error is what the caller returns.
@@ -611,48 +774,62 @@ async fn report_failure(ctx: &Context, cr: &Cr<'_>, e: &ReconcileError) {
     }
 }
 
-/// Computes the next status; writes it (and publishes an Event when the Ready condition's
-/// reason or message changes) only if it differs from the last one.
-async fn write_status(ctx: &Context, cr: &Cr<'_>, outcome: &Outcome) -> Result<(), kube::Error> {
+/// Computes the next status; writes it (and publishes Events for what changed) only if it
+/// differs from the last one. Returns the Ready condition's reason when it wrote.
+///
+/// Written at the version CRs are read at (the storage version): a status write at an
+/// older version would drop the fields it does not know from the stored CR.
+async fn write_status(ctx: &Context, cr: &Cr<'_>, outcome: &Outcome) -> Result<Option<String>, kube::Error> {
     let now = Time(k8s_openapi::jiff::Timestamp::now());
+    let line = &ctx.settings.line;
     let next = status::next_status(&Report {
         previous: &cr.previous,
         generation: cr.generation,
         outcome,
-        operator_version: &ctx.settings.operator_version,
+        operator_version: &ctx.settings.release,
+        served_as: line.serves.as_str(),
+        line: &line.routing,
         now: &now,
     });
     if next == cr.previous {
-        return Ok(());
+        return Ok(None);
     }
     publish_if_new(ctx, cr, &next).await;
     let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &cr.namespace, &ctx.cr_resource());
     let body = json!({"apiVersion": ctx.cr_resource().api_version, "kind": KIND, "status": next});
     api.patch_status(&cr.name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&body)).await?;
-    Ok(())
+    Ok(status::condition(&next, ConditionType::Ready).map(|c| c.reason.clone()))
 }
 
 /// Publishes an Event when the Ready condition's reason or message changes (a transition
-/// or a new failure), not on every reconcile.
+/// or a new failure), and when `Degraded` becomes true for a reason of its own (warnings
+/// about the spec, a stuck rollout) — not on every reconcile.
 async fn publish_if_new(ctx: &Context, cr: &Cr<'_>, next: &ModelOrchestraStatus) {
-    let ready = |s: &ModelOrchestraStatus| {
-        status::condition(s, ConditionType::Ready).map(|c| (c.reason.clone(), c.message.clone()))
+    let of = |s: &ModelOrchestraStatus, t: ConditionType| {
+        status::condition(s, t).map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
     };
-    let (before, after) = (ready(&cr.previous), ready(next));
-    let Some((reason, message)) = after.filter(|a| before.as_ref() != Some(a)) else {
-        return;
-    };
-    let warning = next.conditions.iter().any(|c| c.type_ == ConditionType::Degraded.as_str() && c.status == "True");
-    let event = Event {
-        type_: if warning { EventType::Warning } else { EventType::Normal },
-        reason,
-        note: Some(truncate(&message, 1000)),
-        action: "Reconcile".into(),
-        secondary: None,
-    };
+    let degraded = of(next, ConditionType::Degraded).filter(|(status, ..)| status == "True");
+    let mut events = Vec::new();
+    if let Some((_, reason, message)) =
+        of(next, ConditionType::Ready).filter(|r| of(&cr.previous, ConditionType::Ready).as_ref() != Some(r))
+    {
+        let type_ = if degraded.is_some() { EventType::Warning } else { EventType::Normal };
+        events.push((type_, reason, message));
+    }
+    if let Some((_, reason, message)) =
+        degraded.filter(|d| of(&cr.previous, ConditionType::Degraded).as_ref() != Some(d))
+    {
+        if !events.iter().any(|(_, r, m)| *r == reason && *m == message) {
+            events.push((EventType::Warning, reason, message));
+        }
+    }
     let reference = cr.obj.object_ref(&ctx.cr_resource());
-    if let Err(e) = ctx.recorder.publish(&event, &reference).await {
-        tracing::debug!(error = %e, "cannot publish event");
+    for (type_, reason, message) in events {
+        let event =
+            Event { type_, reason, note: Some(truncate(&message, 1000)), action: "Reconcile".into(), secondary: None };
+        if let Err(e) = ctx.recorder.publish(&event, &reference).await {
+            tracing::debug!(error = %e, "cannot publish event");
+        }
     }
 }
 
@@ -696,5 +873,22 @@ mod tests {
     #[test]
     fn a_server_error_backs_off() {
         assert_eq!(api_error(503).retry(), Retry::Backoff);
+    }
+
+    #[test]
+    fn a_malformed_quantity_answered_as_a_server_error_is_invalid_and_waits_for_a_change() {
+        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "code": 500,
+            "message": "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+            "reason": "InternalError"
+        }))
+        .expect("a Status");
+        let e = ReconcileError::Request {
+            step: Step::DryRun,
+            kind: "PersistentVolumeClaim",
+            name: "x".into(),
+            source: kube::Error::Api(Box::new(status)),
+        };
+        assert_eq!((e.reason(), e.retry()), (Reason::Invalid, Retry::OnChange));
     }
 }

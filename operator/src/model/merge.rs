@@ -126,7 +126,8 @@ kubernetes!(
     PodSecurityContext,
     SecurityContext,
     Affinity,
-    k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscalerBehavior
+    k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscalerBehavior,
+    k8s_openapi::api::apps::v1::DeploymentStrategy
 );
 
 /// A probe merges field by field, except its handler: a probe that names a handler

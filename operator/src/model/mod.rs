@@ -13,6 +13,7 @@ pub mod values;
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::apps::v1::DeploymentStrategy;
 use k8s_openapi::api::core::v1::{
     Affinity, ContainerPort, EnvVar, LocalObjectReference, PodSecurityContext, Probe, ResourceRequirements,
     SecretKeySelector, SecurityContext, ServicePort, Toleration, Volume, VolumeMount,
@@ -147,6 +148,10 @@ pub struct ApplicationModel {
     pub models_volume: Option<Volume>,
     /// The model cache, when enabled.
     pub model_cache: Option<ModelCacheSettings>,
+    /// The Deployment's strategy; `None`: Kubernetes' default.
+    pub strategy: Option<DeploymentStrategy>,
+    /// The Deployment's progress deadline; `None`: Kubernetes' default.
+    pub progress_deadline_seconds: Option<i32>,
     pub origin: Origin,
 }
 

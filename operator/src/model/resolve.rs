@@ -182,6 +182,7 @@ fn resolve_application(
     let scaling = required(a.scaling.clone(), "applicationTemplate.scaling")?;
     let target = required(scaling.metric_target, "applicationTemplate.scaling.metricTarget")?;
     let models_volume = a.models_volume.clone();
+    let (strategy, progress_deadline_seconds) = (a.strategy.clone(), a.progress_deadline_seconds);
     let model_cache = model_cache(a.model_cache.clone())?;
     let pod = pod_settings!(a, "applicationTemplate");
     Ok(ApplicationModel {
@@ -199,6 +200,8 @@ fn resolve_application(
         },
         models_volume,
         model_cache,
+        strategy,
+        progress_deadline_seconds,
         origin,
     })
 }

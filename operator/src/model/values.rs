@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::apps::v1::DeploymentStrategy;
 use k8s_openapi::api::core::v1::{
     Affinity, ContainerPort, EnvVar, LocalObjectReference, PodSecurityContext, Probe, ResourceRequirements,
     SecurityContext, Toleration, Volume, VolumeMount,
@@ -114,5 +115,7 @@ values! {
         /// Mounted at `/code/models`; replaced whole, never merged.
         models_volume: Volume => "modelsVolume",
         model_cache: ModelCache => "modelCache",
+        strategy: DeploymentStrategy => "strategy",
+        progress_deadline_seconds: i32 => "progressDeadlineSeconds",
     }
 }

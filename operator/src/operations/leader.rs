@@ -11,11 +11,35 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::PostParams;
 use kube::{Api, Client};
 
+/// The annotation on a Lease naming the API version its line serves, so an instance started
+/// for another version under the same routing value is refused rather than left waiting.
+pub const SERVES_ANNOTATION: &str = "models.titanml.co/serves";
+
 pub struct LeaseLock {
     api: Api<Lease>,
     pub name: String,
     pub identity: String,
     pub duration: Duration,
+    /// The API version this instance's line serves.
+    pub serves: String,
+}
+
+/// One attempt at the Lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Attempt {
+    /// This instance holds it.
+    Holding,
+    /// Another instance of the same line holds it; this one stands by.
+    Standby { holder: String },
+}
+
+/// Why this instance can never lead.
+#[derive(Debug, thiserror::Error)]
+pub enum LeaseError {
+    #[error("the Lease {lease} is held by {holder}, which serves {serves}, but this instance serves {ours}: one line serves one version; give this instance another routing value (--routing)")]
+    OtherVersion { lease: String, holder: String, serves: String, ours: String },
+    #[error(transparent)]
+    Api(#[from] kube::Error),
 }
 
 /// Whether a lease held by someone else has expired at `now`.
@@ -28,16 +52,32 @@ pub fn expired(spec: &LeaseSpec, now: Timestamp) -> bool {
 }
 
 impl LeaseLock {
-    pub fn new(client: Client, namespace: &str, name: String, identity: String, duration: Duration) -> Self {
-        LeaseLock { api: Api::namespaced(client, namespace), name, identity, duration }
+    pub fn new(
+        client: Client,
+        namespace: &str,
+        name: String,
+        identity: String,
+        duration: Duration,
+        serves: String,
+    ) -> Self {
+        LeaseLock { api: Api::namespaced(client, namespace), name, identity, duration, serves }
     }
 
-    /// One attempt: creates, renews or takes over the Lease. `Ok(true)` while we hold it.
-    pub async fn try_acquire_or_renew(&self) -> Result<bool, kube::Error> {
+    fn annotations(&self) -> Option<std::collections::BTreeMap<String, String>> {
+        Some([(SERVES_ANNOTATION.to_string(), self.serves.clone())].into())
+    }
+
+    /// One attempt: creates, renews or takes over the Lease. Refused when a live holder
+    /// serves another API version.
+    pub async fn try_acquire_or_renew(&self) -> Result<Attempt, LeaseError> {
         let now = Timestamp::now();
         let Some(mut lease) = self.api.get_opt(&self.name).await? else {
             let lease = Lease {
-                metadata: ObjectMeta { name: Some(self.name.clone()), ..Default::default() },
+                metadata: ObjectMeta {
+                    name: Some(self.name.clone()),
+                    annotations: self.annotations(),
+                    ..Default::default()
+                },
                 spec: Some(LeaseSpec {
                     holder_identity: Some(self.identity.clone()),
                     lease_duration_seconds: Some(self.duration.as_secs() as i32),
@@ -48,16 +88,23 @@ impl LeaseLock {
                 }),
             };
             return match self.api.create(&PostParams::default(), &lease).await {
-                Ok(_) => Ok(true),
-                Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
-                Err(e) => Err(e),
+                Ok(_) => Ok(Attempt::Holding),
+                Err(kube::Error::Api(s)) if s.code == 409 => Ok(Attempt::Standby { holder: String::new() }),
+                Err(e) => Err(e.into()),
             };
         };
+        let theirs = lease.metadata.annotations.as_ref().and_then(|a| a.get(SERVES_ANNOTATION)).cloned();
+        lease.metadata.annotations.get_or_insert_with(Default::default).extend(self.annotations().unwrap_or_default());
         let spec = lease.spec.get_or_insert_with(Default::default);
         let holder = spec.holder_identity.clone().unwrap_or_default();
         if holder != self.identity {
             if !holder.is_empty() && !expired(spec, now) {
-                return Ok(false);
+                // Leases of lines from before 0.2 carry no annotation: nothing to compare.
+                if let Some(serves) = theirs.filter(|v| *v != self.serves) {
+                    let ours = self.serves.clone();
+                    return Err(LeaseError::OtherVersion { lease: self.name.clone(), holder, serves, ours });
+                }
+                return Ok(Attempt::Standby { holder });
             }
             spec.holder_identity = Some(self.identity.clone());
             spec.acquire_time = Some(MicroTime(now));
@@ -67,9 +114,9 @@ impl LeaseLock {
         spec.lease_duration_seconds = Some(self.duration.as_secs() as i32);
         // The resourceVersion in `lease` makes this a compare-and-swap.
         match self.api.replace(&self.name, &PostParams::default(), &lease).await {
-            Ok(_) => Ok(true),
-            Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
-            Err(e) => Err(e),
+            Ok(_) => Ok(Attempt::Holding),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(Attempt::Standby { holder }),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -91,14 +138,20 @@ impl LeaseLock {
         }
     }
 
-    /// Waits until this instance holds the Lease.
-    pub async fn acquire(&self, retry: Duration) {
+    /// Waits until this instance holds the Lease; says once who holds it meanwhile. Fails
+    /// when the holder serves another API version (this instance could only wait forever).
+    pub async fn acquire(&self, retry: Duration) -> Result<(), LeaseError> {
+        let mut said = None;
         loop {
             match self.try_acquire_or_renew().await {
-                Ok(true) => return,
-                Ok(false) => {
-                    tracing::debug!(lease = %self.name, "another instance leads; standing by")
+                Ok(Attempt::Holding) => return Ok(()),
+                Ok(Attempt::Standby { holder }) => {
+                    if said.as_ref() != Some(&holder) {
+                        tracing::info!(lease = %self.name, %holder, "another instance of this line leads; standing by");
+                        said = Some(holder);
+                    }
                 }
+                Err(e @ LeaseError::OtherVersion { .. }) => return Err(e),
                 Err(e) => {
                     tracing::warn!(error = %e, lease = %self.name, "leader election failed; retrying")
                 }
@@ -114,8 +167,8 @@ impl LeaseLock {
         loop {
             tokio::time::sleep(renew).await;
             match self.try_acquire_or_renew().await {
-                Ok(true) => last_renewed = tokio::time::Instant::now(),
-                Ok(false) => return,
+                Ok(Attempt::Holding) => last_renewed = tokio::time::Instant::now(),
+                Ok(Attempt::Standby { .. }) | Err(LeaseError::OtherVersion { .. }) => return,
                 Err(e) => {
                     tracing::warn!(error = %e, lease = %self.name, "cannot renew the lease");
                     if last_renewed.elapsed() >= self.duration {

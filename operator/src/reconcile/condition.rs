@@ -37,6 +37,11 @@ pub enum Reason {
     ApplicationsNotReady,
     /// Applied; a component's pods cannot be placed on any node (the scheduler's message).
     Unschedulable,
+    /// A component's rollout is past its Deployment's progress deadline.
+    RolloutStuck,
+    /// `Degraded=True`: the spec is legal but almost certainly wrong (the warnings name the
+    /// fields); everything else may be fine.
+    SpecWarnings,
     /// An application's model download failed (its Job's and pod's message); nothing else
     /// is torn down.
     ModelDownloadFailed,
@@ -62,6 +67,8 @@ impl Reason {
             Reason::AsExpected => "AsExpected",
             Reason::ApplicationsNotReady => "ApplicationsNotReady",
             Reason::Unschedulable => "Unschedulable",
+            Reason::RolloutStuck => "RolloutStuck",
+            Reason::SpecWarnings => "SpecWarnings",
             Reason::ModelDownloadFailed => "ModelDownloadFailed",
             Reason::RenderFailed => "RenderFailed",
             Reason::Invalid => "Invalid",

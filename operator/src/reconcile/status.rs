@@ -40,7 +40,37 @@ pub struct PodProblem {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Health {
     pub replicas: ApplicationStatus,
+    pub rollout: Rollout,
     pub problem: Option<PodProblem>,
+}
+
+/// Where a component's Deployment stands in rolling out its current generation (as
+/// `kubectl rollout status` reads a Deployment's status).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Rollout {
+    /// The current generation's pods serve: every pod updated and available, no old one left.
+    Done,
+    /// Rolling out; `serving`: as many pods (of any revision) as desired are available, so
+    /// the previous revision still serves meanwhile.
+    Progressing { message: String, serving: bool },
+    /// Past its progress deadline (the Deployment controller's `ProgressDeadlineExceeded`).
+    Stuck { message: String },
+}
+
+impl Default for Rollout {
+    fn default() -> Self {
+        Rollout::Progressing { message: "the Deployment is not created yet".into(), serving: false }
+    }
+}
+
+impl Rollout {
+    fn serving(&self) -> bool {
+        match self {
+            Rollout::Done => true,
+            Rollout::Progressing { serving, .. } => *serving,
+            Rollout::Stuck { .. } => false,
+        }
+    }
 }
 
 /// What the cluster says about the applied objects: the gateway and the applications
@@ -54,25 +84,53 @@ pub struct Observed {
     pub models: BTreeMap<String, Download>,
     /// The CR's `models.titanml.co/refresh` annotation.
     pub refresh: Option<String>,
+    /// What the render found legal but almost certainly wrong (each naming its field).
+    pub warnings: Vec<String>,
 }
 
 /// Readiness of one component from its Deployment (replicas may be owned by an autoscaler,
-/// so the live `spec.replicas` is the desired count).
-pub fn deployment_readiness(d: Option<&Deployment>) -> ApplicationStatus {
+/// so the live `spec.replicas` is the desired count). Ready means the current generation's
+/// pods serve: the old pods of an unfinished rollout do not count.
+pub fn deployment_readiness(d: Option<&Deployment>) -> (ApplicationStatus, Rollout) {
     let Some(d) = d else {
-        return ApplicationStatus::default();
+        return (ApplicationStatus::default(), Rollout::default());
     };
     let desired = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    let ready_replicas = d.status.as_ref().and_then(|s| s.ready_replicas).unwrap_or(0);
+    let rollout = rollout(d);
+    let ready = rollout == Rollout::Done && ready_replicas >= desired;
+    (ApplicationStatus { ready_replicas, desired_replicas: desired, ready, model: None }, rollout)
+}
+
+fn rollout(d: &Deployment) -> Rollout {
+    let desired = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
     let status = d.status.clone().unwrap_or_default();
-    let ready_replicas = status.ready_replicas.unwrap_or(0);
-    let current = status.observed_generation.unwrap_or(0) >= d.metadata.generation.unwrap_or(0);
-    let updated = status.updated_replicas.unwrap_or(0) >= desired;
-    ApplicationStatus {
-        ready_replicas,
-        desired_replicas: desired,
-        ready: current && updated && ready_replicas >= desired,
-        model: None,
+    let (updated, available, total) =
+        (status.updated_replicas.unwrap_or(0), status.available_replicas.unwrap_or(0), status.replicas.unwrap_or(0));
+    let serving = available >= desired;
+    let stuck = status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "Progressing" && c.reason.as_deref() == Some("ProgressDeadlineExceeded"));
+    if let Some(c) = stuck {
+        let detail = c.message.clone().unwrap_or_default();
+        return Rollout::Stuck { message: format!("the rollout is past its progress deadline ({detail})") };
     }
+    let progressing = |message: String| Rollout::Progressing { message, serving };
+    if status.observed_generation.unwrap_or(0) < d.metadata.generation.unwrap_or(0) {
+        return progressing("the Deployment controller has not seen the new generation yet".into());
+    }
+    if updated < desired {
+        return progressing(format!("{updated} of {desired} new pods updated"));
+    }
+    if total > updated {
+        return progressing(format!("{} old pods still running", total - updated));
+    }
+    if available < updated {
+        return progressing(format!("{available} of {updated} new pods available"));
+    }
+    Rollout::Done
 }
 
 /// Everything the next status depends on.
@@ -81,6 +139,10 @@ pub struct Report<'a> {
     pub generation: Option<i64>,
     pub outcome: &'a Outcome,
     pub operator_version: &'a str,
+    /// The API version the CR is served as, recorded so every line routes it alike.
+    pub served_as: &'a str,
+    /// The routing value of the line writing the status.
+    pub line: &'a str,
     pub now: &'a Time,
 }
 
@@ -118,43 +180,86 @@ fn verdicts(outcome: &Outcome) -> [Verdict; 3] {
                     (true, Reason::ModelDownloadFailed, m),
                 ];
             }
-            let model_waiting = |app: &str| observed.models.get(app).filter(|d| d.phase != ModelPhase::Ready);
-            let app_ready = |app: &str, h: &Health| h.replicas.ready && model_waiting(app).is_none();
-            let components = std::iter::once(("gateway", &observed.gateway))
-                .chain(observed.applications.iter().map(|(k, v)| (k.as_str(), v)));
-            let waiting: Vec<(&str, &Health)> = components.filter(|(name, h)| !app_ready(name, h)).collect();
-            let ready_apps = observed.applications.iter().filter(|(k, h)| app_ready(k, h)).count();
-            let fine = (false, Reason::AsExpected, "all objects applied".to_string());
-            if waiting.is_empty() {
-                let m = format!("{ready_apps}/{} applications and the gateway are ready", observed.applications.len());
-                return [(true, Reason::Ready, m.clone()), (false, Reason::Ready, m), fine];
+            let mut verdicts = applied_verdicts(observed);
+            if !observed.warnings.is_empty() {
+                let m =
+                    format!("{} warning(s) about the spec: {}", observed.warnings.len(), observed.warnings.join("; "));
+                let degraded = &mut verdicts[2];
+                if degraded.0 {
+                    degraded.2 = format!("{}; {m}", degraded.2);
+                } else {
+                    *degraded = (true, Reason::SpecWarnings, m);
+                }
             }
-            let unschedulable: Vec<String> = waiting
-                .iter()
-                .filter_map(|(name, h)| {
-                    h.problem.as_ref().filter(|p| p.unschedulable).map(|p| format!("{name}: {}", p.message))
-                })
-                .collect();
-            if !unschedulable.is_empty() {
-                let m = format!("pods cannot be scheduled: {}", unschedulable.join("; "));
-                return [
-                    (false, Reason::Unschedulable, m.clone()),
-                    (true, Reason::Unschedulable, m.clone()),
-                    (true, Reason::Unschedulable, m),
-                ];
-            }
-            let described: Vec<String> = waiting
-                .iter()
-                .map(|(name, h)| match (model_waiting(name), &h.problem) {
-                    (Some(d), _) => format!("{name} (model {}: {})", d.phase.as_str(), d.message),
-                    (None, Some(p)) => format!("{name} ({})", p.message),
-                    (None, None) => name.to_string(),
-                })
-                .collect();
-            let m = format!("waiting for {}", described.join(", "));
-            [(false, Reason::ApplicationsNotReady, m.clone()), (true, Reason::ApplicationsNotReady, m), fine]
+            verdicts
         }
     }
+}
+
+/// `(Ready, Progressing, Degraded)` of a CR whose objects are all applied.
+fn applied_verdicts(observed: &Observed) -> [Verdict; 3] {
+    let model_waiting = |app: &str| observed.models.get(app).filter(|d| d.phase != ModelPhase::Ready);
+    let app_ready = |app: &str, h: &Health| h.replicas.ready && model_waiting(app).is_none();
+    let components = std::iter::once(("gateway", &observed.gateway))
+        .chain(observed.applications.iter().map(|(k, v)| (k.as_str(), v)));
+    let waiting: Vec<(&str, &Health)> = components.filter(|(name, h)| !app_ready(name, h)).collect();
+    let ready_apps = observed.applications.iter().filter(|(k, h)| app_ready(k, h)).count();
+    let fine = (false, Reason::AsExpected, "all objects applied".to_string());
+    if waiting.is_empty() {
+        let m = format!("{ready_apps}/{} applications and the gateway are ready", observed.applications.len());
+        return [(true, Reason::Ready, m.clone()), (false, Reason::Ready, m), fine];
+    }
+    // A pod's own problem (the scheduler's message, a container that cannot start) says
+    // more than the rollout's counts.
+    let why = |h: &Health| match (&h.problem, &h.rollout) {
+        (Some(p), _) => p.message.clone(),
+        (None, Rollout::Progressing { message, .. } | Rollout::Stuck { message }) => message.clone(),
+        (None, Rollout::Done) => "pods not ready".into(),
+    };
+    let stuck: Vec<String> = waiting
+        .iter()
+        .filter_map(|(name, h)| match &h.rollout {
+            Rollout::Stuck { message } => Some(match &h.problem {
+                Some(p) => format!("{name}: {message}: {}", p.message),
+                None => format!("{name}: {message}"),
+            }),
+            _ => None,
+        })
+        .collect();
+    if !stuck.is_empty() {
+        let m = format!("rollout stuck: {}", stuck.join("; "));
+        return [
+            (false, Reason::RolloutStuck, m.clone()),
+            (false, Reason::RolloutStuck, m.clone()),
+            (true, Reason::RolloutStuck, m),
+        ];
+    }
+    let unschedulable: Vec<&(&str, &Health)> =
+        waiting.iter().filter(|(_, h)| h.problem.as_ref().is_some_and(|p| p.unschedulable)).collect();
+    if !unschedulable.is_empty() {
+        let described: Vec<String> = unschedulable
+            .iter()
+            .map(|(name, h)| {
+                let old = if h.rollout.serving() { " (the previous pods keep serving)" } else { "" };
+                format!("{name}: {}{old}", why(h))
+            })
+            .collect();
+        let m = format!("pods cannot be scheduled: {}", described.join("; "));
+        // Degraded only when something does not serve; a rollout whose new pods wait for
+        // room is progressing until its deadline.
+        let serving = unschedulable.iter().all(|(_, h)| h.rollout.serving());
+        let degraded = if serving { fine } else { (true, Reason::Unschedulable, m.clone()) };
+        return [(false, Reason::Unschedulable, m.clone()), (true, Reason::Unschedulable, m), degraded];
+    }
+    let described: Vec<String> = waiting
+        .iter()
+        .map(|(name, h)| match model_waiting(name) {
+            Some(d) => format!("{name} (model {}: {})", d.phase.as_str(), d.message),
+            None => format!("{name} ({})", why(h)),
+        })
+        .collect();
+    let m = format!("waiting for {}", described.join(", "));
+    [(false, Reason::ApplicationsNotReady, m.clone()), (true, Reason::ApplicationsNotReady, m), fine]
 }
 
 /// The next status. `lastTransitionTime` moves only when a condition's status flips; after
@@ -183,6 +288,8 @@ pub fn next_status(r: &Report) -> ModelOrchestraStatus {
         observed_generation: r.generation,
         conditions,
         operator_version: Some(r.operator_version.into()),
+        served_as: Some(r.served_as.into()),
+        line: Some(r.line.into()),
         ..r.previous.clone()
     };
     if let Outcome::Applied { observed, hash } = r.outcome {
@@ -237,6 +344,7 @@ pub fn condition(status: &ModelOrchestraStatus, type_: ConditionType) -> Option<
 mod tests {
     use super::*;
     use k8s_openapi::jiff::Timestamp;
+    use serde_json::json;
 
     const READY: ConditionType = ConditionType::Ready;
     const PROGRESSING: ConditionType = ConditionType::Progressing;
@@ -249,6 +357,11 @@ mod tests {
     fn health(ready: bool) -> Health {
         Health {
             replicas: ApplicationStatus { ready_replicas: i32::from(ready), desired_replicas: 1, ready, model: None },
+            rollout: if ready {
+                Rollout::Done
+            } else {
+                Rollout::Progressing { message: "0 of 1 new pods available".into(), serving: false }
+            },
             problem: None,
         }
     }
@@ -269,6 +382,8 @@ mod tests {
             generation: Some(generation),
             outcome,
             operator_version: "0.1.0",
+            served_as: "v1alpha1",
+            line: "v0",
             now: &at(now),
         })
     }
@@ -420,17 +535,104 @@ mod tests {
         assert_eq!(later.model_refresh, done.model_refresh, "the same value is not stamped again");
     }
 
-    #[test]
-    fn a_deployment_is_ready_only_when_current_updated_and_all_replicas_ready() {
-        let mut d: Deployment = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "d", "generation": 2},
+    fn deployment(generation: i64, status: serde_json::Value) -> Deployment {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "d", "generation": generation},
             "spec": {"replicas": 2, "selector": {}, "template": {}},
-            "status": {"observedGeneration": 2, "readyReplicas": 2, "updatedReplicas": 2}
+            "status": status
         }))
-        .unwrap();
-        assert!(deployment_readiness(Some(&d)).ready);
-        d.metadata.generation = Some(3);
-        assert!(!deployment_readiness(Some(&d)).ready, "status describes an older generation");
-        assert!(!deployment_readiness(None).ready);
+        .unwrap()
+    }
+
+    #[test]
+    fn a_deployment_is_ready_only_when_every_pod_is_updated_available_and_no_old_one_is_left() {
+        let done = json!({"observedGeneration": 2, "replicas": 2, "readyReplicas": 2, "updatedReplicas": 2, "availableReplicas": 2});
+        let (replicas, rollout) = deployment_readiness(Some(&deployment(2, done.clone())));
+        assert!(replicas.ready);
+        assert_eq!(rollout, Rollout::Done);
+        assert!(!deployment_readiness(Some(&deployment(3, done))).0.ready, "status describes an older generation");
+        assert!(!deployment_readiness(None).0.ready);
+    }
+
+    #[test]
+    fn the_old_pods_of_an_unfinished_rollout_do_not_make_it_ready() {
+        // A surge: the new pod waits for a GPU, the two old ones still serve.
+        let surge = json!({"observedGeneration": 2, "replicas": 3, "readyReplicas": 2, "updatedReplicas": 1, "availableReplicas": 2});
+        let (replicas, rollout) = deployment_readiness(Some(&deployment(2, surge)));
+        assert!(!replicas.ready);
+        assert_eq!(rollout, Rollout::Progressing { message: "1 of 2 new pods updated".into(), serving: true });
+        let leftover = json!({"observedGeneration": 2, "replicas": 3, "readyReplicas": 3, "updatedReplicas": 2, "availableReplicas": 3});
+        assert_eq!(
+            deployment_readiness(Some(&deployment(2, leftover))).1,
+            Rollout::Progressing { message: "1 old pods still running".into(), serving: true }
+        );
+    }
+
+    #[test]
+    fn a_rollout_past_its_progress_deadline_is_stuck() {
+        let stuck = json!({"observedGeneration": 2, "replicas": 3, "updatedReplicas": 1, "availableReplicas": 2,
+            "conditions": [{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded", "message": "ReplicaSet \"d-1\" has timed out progressing."}]});
+        assert!(matches!(deployment_readiness(Some(&deployment(2, stuck))).1, Rollout::Stuck { .. }));
+    }
+
+    fn rolling(rollout: Rollout, problem: Option<PodProblem>) -> Outcome {
+        let mut outcome = applied(false);
+        if let Outcome::Applied { observed, .. } = &mut outcome {
+            let chat = observed.applications.get_mut("chat").unwrap();
+            chat.rollout = rollout;
+            chat.problem = problem;
+        }
+        outcome
+    }
+
+    fn gpu_full() -> Option<PodProblem> {
+        Some(PodProblem {
+            unschedulable: true,
+            message: "0/6 nodes are available: 2 Insufficient nvidia.com/gpu.".into(),
+        })
+    }
+
+    #[test]
+    fn new_pods_waiting_for_room_while_the_old_ones_serve_are_progressing_not_ready_and_not_degraded() {
+        let outcome =
+            rolling(Rollout::Progressing { message: "0 of 1 new pods updated".into(), serving: true }, gpu_full());
+        let s = next(&Default::default(), 2, &outcome, 1);
+        assert_eq!(status_of(&s, READY), ("False".into(), "Unschedulable".into()));
+        assert_eq!(status_of(&s, PROGRESSING), ("True".into(), "Unschedulable".into()));
+        assert_eq!(status_of(&s, DEGRADED).0, "False");
+        let message = &condition(&s, PROGRESSING).unwrap().message;
+        assert!(
+            message.contains("Insufficient nvidia.com/gpu") && message.contains("previous pods keep serving"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_stuck_rollout_is_degraded_with_the_pods_problem() {
+        let outcome =
+            rolling(Rollout::Stuck { message: "the rollout is past its progress deadline".into() }, gpu_full());
+        let s = next(&Default::default(), 2, &outcome, 1);
+        assert_eq!(status_of(&s, READY), ("False".into(), "RolloutStuck".into()));
+        assert_eq!(status_of(&s, PROGRESSING), ("False".into(), "RolloutStuck".into()));
+        assert_eq!(status_of(&s, DEGRADED), ("True".into(), "RolloutStuck".into()));
+        assert!(condition(&s, DEGRADED).unwrap().message.contains("Insufficient nvidia.com/gpu"));
+    }
+
+    #[test]
+    fn warnings_make_an_otherwise_healthy_cr_degraded_with_their_fields_and_keep_it_ready() {
+        let mut outcome = applied(true);
+        if let Outcome::Applied { observed, .. } = &mut outcome {
+            observed.warnings = vec!["spec.applications.chat.tolerations: no GPU toleration".into()];
+        }
+        let s = next(&Default::default(), 1, &outcome, 1);
+        assert_eq!(status_of(&s, READY).0, "True");
+        assert_eq!(status_of(&s, DEGRADED), ("True".into(), "SpecWarnings".into()));
+        assert!(condition(&s, DEGRADED).unwrap().message.contains("spec.applications.chat.tolerations"));
+    }
+
+    #[test]
+    fn the_status_records_the_version_the_cr_is_served_as_and_the_line() {
+        let s = next(&Default::default(), 1, &applied(true), 1);
+        assert_eq!((s.served_as.as_deref(), s.line.as_deref()), (Some("v1alpha1"), Some("v0")));
     }
 }

@@ -39,6 +39,7 @@ pub(super) fn spec(spec: &Values, out: &mut Vec<InputError>) {
 
 fn application(a: &ApplicationValues, field: &str) -> Result<(), InputError> {
     at_least(a.replica_count, 0, &format!("{field}.replicaCount"))?;
+    at_least(a.progress_deadline_seconds, 1, &format!("{field}.progressDeadlineSeconds"))?;
     if let Some(r) = &a.reader_config {
         reader(r, &format!("{field}.readerConfig"))?;
     }

@@ -49,6 +49,9 @@ pub(crate) fn model(m: &Model) -> Findings {
         if app.scaling.enabled {
             errors.extend(scaled_object(&app.scaling, &origin.path("scaling")).err());
         }
+        if let Some(strategy) = &app.strategy {
+            errors.extend(deployment_strategy(strategy, &origin.path("strategy")).err());
+        }
     }
     // One error per field: a field both checks reach is reported once.
     let mut seen = std::collections::HashSet::new();
@@ -106,6 +109,52 @@ fn model_cache(cache: &ModelCacheSettings, field: &str, out: &mut Vec<InputError
     }
 }
 
+/// A Deployment strategy the API server accepts: `RollingUpdate` (its surge and
+/// unavailability as counts or percentages, not both zero) or `Recreate` (without a
+/// rolling update).
+fn deployment_strategy(s: &k8s_openapi::api::apps::v1::DeploymentStrategy, field: &str) -> Result<(), InputError> {
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    let type_ = s.type_.as_deref().unwrap_or("RollingUpdate");
+    match type_ {
+        "Recreate" if s.rolling_update.is_some() => {
+            return Err(InputError::new(format!("{field}.rollingUpdate"), "may not be set when type is Recreate"));
+        }
+        "Recreate" | "RollingUpdate" => {}
+        other => {
+            return Err(InputError::new(format!("{field}.type"), format!("`{other}` is not Recreate or RollingUpdate")))
+        }
+    }
+    let Some(r) = &s.rolling_update else { return Ok(()) };
+    // A count, or a percentage `N%`; unavailability at most 100%.
+    let amount = |v: &Option<IntOrString>, name: &str, max_percent: Option<i64>| -> Result<Option<i64>, InputError> {
+        let field = format!("{field}.rollingUpdate.{name}");
+        match v {
+            None => Ok(None),
+            Some(IntOrString::Int(n)) if *n < 0 => Err(InputError::new(field, format!("{n} must be 0 or more"))),
+            Some(IntOrString::Int(n)) => Ok(Some(i64::from(*n))),
+            Some(IntOrString::String(p)) => {
+                let n: i64 =
+                    p.strip_suffix('%').and_then(|n| n.parse().ok()).filter(|n| *n >= 0).ok_or_else(|| {
+                        InputError::new(&field, format!("`{p}` is not a count or a percentage like 25%"))
+                    })?;
+                match max_percent {
+                    Some(max) if n > max => Err(InputError::new(field, format!("`{p}` is over {max}%"))),
+                    _ => Ok(Some(n)),
+                }
+            }
+        }
+    };
+    let surge = amount(&r.max_surge, "maxSurge", None)?;
+    let unavailable = amount(&r.max_unavailable, "maxUnavailable", Some(100))?;
+    if surge == Some(0) && unavailable == Some(0) {
+        return Err(InputError::new(
+            format!("{field}.rollingUpdate.maxUnavailable"),
+            "may not be 0 when maxSurge is 0: the rollout could never replace a pod",
+        ));
+    }
+    Ok(())
+}
+
 /// What KEDA's ScaledObject CRD refuses beyond the ModelOrchestra schema's own bounds.
 fn scaled_object(s: &ScalingSettings, field: &str) -> Result<(), InputError> {
     check_annotations(&s.annotations, &format!("{field}.annotations"))?;
@@ -133,8 +182,26 @@ fn scaled_object(s: &ScalingSettings, field: &str) -> Result<(), InputError> {
     Ok(())
 }
 
-/// The ServiceAccount and the release-wide names.
+/// The application names, the ServiceAccount and the release-wide names.
 fn names_of(m: &Model, out: &mut Vec<InputError>) {
+    for app in &m.applications {
+        let field = format!("spec.applications.{}", app.key);
+        if !names::is_dns_label(&app.key) || app.key.len() > names::MAX_APPLICATION_NAME {
+            out.push(InputError::new(
+                field,
+                format!(
+                    "application names are DNS labels of at most {} characters (lower-case letters, digits and `-`, \
+                     starting and ending with a letter or digit): the component label `application-<name>` must fit 63",
+                    names::MAX_APPLICATION_NAME
+                ),
+            ));
+        } else if app.key == "gateway" {
+            out.push(InputError::new(
+                field,
+                "`gateway` is reserved: the gateway's objects are named `<fullname>-gateway`; choose another application name",
+            ));
+        }
+    }
     let mut seen = std::collections::HashSet::new();
     for (i, s) in m.image_pull_secrets.iter().enumerate() {
         if !s.name.is_empty() && !names::is_dns_subdomain(&s.name) {

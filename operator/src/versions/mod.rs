@@ -44,6 +44,40 @@ pub fn served(version: ApiVersion) -> &'static dyn ServedVersion {
     *VERSIONS.iter().find(|v| v.api_version() == version).expect("every API version has a module")
 }
 
+/// Names, among the mistakes `serves` found in a spec, the fields that are another
+/// version's: a write at another version (kubectl writes at the cluster's preferred one)
+/// that carries fields the CR's own version does not have. Their message says how to remove
+/// them or move the CR; the rest are left as they are.
+pub fn name_foreign_fields(serves: ApiVersion, spec: &Value, errors: InputErrors, name: &str) -> InputErrors {
+    let others: Vec<(ApiVersion, Vec<String>)> = ApiVersion::ALL
+        .into_iter()
+        .filter(|v| *v != serves)
+        .map(|v| {
+            let unknown = match served(v).values(spec) {
+                Ok(_) => vec![],
+                Err(e) => e.into_vec().into_iter().map(|e| e.field).collect(),
+            };
+            (v, unknown)
+        })
+        .collect();
+    let named = errors.into_vec().into_iter().map(|e| {
+        let unknown = e.message.starts_with("unknown field");
+        match others.iter().find(|(_, unknown_there)| unknown && !unknown_there.contains(&e.field)) {
+            Some((other, _)) => model_orchestra_api::InputError::new(
+                e.field,
+                format!(
+                    "a field of {other}, but this ModelOrchestra is served as {serves} (the version it was created \
+                     with, or chose): remove it, or move the CR to {other} with `kubectl annotate modelorchestra/{name} \
+                     {}={other}` (README: Moving a CR between versions)",
+                    model_orchestra_api::lines::API_VERSION_ANNOTATION
+                ),
+            ),
+            None => e,
+        }
+    });
+    InputErrors::check(named.collect()).expect_err("there were errors")
+}
+
 /// The contract rules of `version`.
 pub fn rules(version: ApiVersion) -> &'static ContractRules {
     served(version).rules()

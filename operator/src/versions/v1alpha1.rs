@@ -108,5 +108,7 @@ fn application(a: Application) -> ApplicationValues {
         scaling: a.scaling,
         models_volume: None,
         model_cache: None,
+        strategy: None,
+        progress_deadline_seconds: None,
     }
 }

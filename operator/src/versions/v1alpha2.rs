@@ -100,5 +100,7 @@ fn application(a: Application) -> ApplicationValues {
         scaling: a.scaling,
         models_volume: a.models_volume,
         model_cache: a.model_cache,
+        strategy: a.strategy,
+        progress_deadline_seconds: a.progress_deadline_seconds,
     }
 }

@@ -1,11 +1,11 @@
 //! The cluster's default StorageClass and the provisioner behind it, so a
 //! PersistentVolumeClaim without `storageClassName` binds as it would on a real cluster.
 //!
-//! The provisioner is our own because no upstream one can run here: they are published as
-//! container images (built with Docker) and work through a kubelet — rancher's
-//! local-path-provisioner makes each directory from a helper pod on the node, the CSI
-//! hostpath driver is a node plugin the kubelet calls — and this cluster has neither Docker
-//! nor a kubelet (kwok plays the nodes and runs no containers).
+//! The provisioner is home-made because upstream ones are made to run as pods: they are
+//! published as container images (built with Docker) and reach the node through a kubelet
+//! — rancher's local-path-provisioner makes each directory from a helper pod on the node,
+//! the CSI hostpath driver is a node plugin the kubelet calls — and this cluster has neither
+//! Docker nor a kubelet (kwok plays the nodes and runs no containers).
 //!
 //! It does what an external provisioner does, with the real PersistentVolume controller
 //! doing the rest: the controller marks a claim of our class with the

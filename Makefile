@@ -28,10 +28,12 @@ OLM ?= v1
 STATIC_TARGET := x86_64-unknown-linux-gnu
 STATIC_BIN := $(TARGET_DIR)/$(STATIC_TARGET)/release/model-orchestra-operator
 KUBECTL ?= kubectl
+# `make registry`'s port (default: a free one).
+REGISTRY_PORT ?=
 # Arguments for `make run`, e.g. RUN_ARGS="--routing v1".
 RUN_ARGS ?= --claim-unlabeled --metrics-addr 127.0.0.1:8080
 
-.PHONY: all build test olm-drill lint render crd generate bench install uninstall deploy undeploy run cluster bench-operator bundle crds static bundle-build-push docker-build catalog catalog-build-push subscriptions bench-catalog
+.PHONY: all build test olm-drill lint render crd generate bench install uninstall deploy undeploy run cluster registry bench-operator bundle crds static bundle-build-push docker-build catalog catalog-build-push subscriptions bench-catalog
 
 all: build
 
@@ -103,6 +105,11 @@ run: build
 cluster:
 	scripts/build-go-tools.sh k8s kwok crds
 	$(CARGO) run --quiet -p local-cluster -- --kubeconfig $(CURDIR)/target/local-cluster.kubeconfig
+
+## registry: a loopback OCI registry (Debian's docker-registry) on 127.0.0.1 with a free
+## port (or REGISTRY_PORT) and temp storage until Ctrl-C; prints the IMAGE_TAG_BASE to push to
+registry:
+	REGISTRY_PORT="$(REGISTRY_PORT)" scripts/registry.sh
 
 ## bench-operator: 1,000 CRs x 4 applications through the release operator on the local control plane
 bench-operator:

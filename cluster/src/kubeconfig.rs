@@ -72,11 +72,22 @@ pub fn with_token(base: &Path, token: &str, server: Option<&str>, namespace: &st
 
 /// A bound token of the ServiceAccount `namespace/name` (TokenRequest API), valid 24 h.
 pub async fn service_account_token(client: &kube::Client, namespace: &str, name: &str) -> Result<String, Error> {
+    service_account_token_valid_for(client, namespace, name, 86_400).await
+}
+
+/// A bound token of the ServiceAccount `namespace/name`, valid `seconds` (the API server
+/// caps it at its `--service-account-max-token-expiration`, unset here).
+pub async fn service_account_token_valid_for(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    seconds: i64,
+) -> Result<String, Error> {
     use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
     use k8s_openapi::api::core::v1::ServiceAccount;
     let accounts: kube::Api<ServiceAccount> = kube::Api::namespaced(client.clone(), namespace);
     let request = TokenRequest {
-        spec: TokenRequestSpec { expiration_seconds: Some(86_400), ..Default::default() },
+        spec: TokenRequestSpec { expiration_seconds: Some(seconds), ..Default::default() },
         ..Default::default()
     };
     let token = accounts.create_token_request(name, &Default::default(), &request).await?;

@@ -8,7 +8,9 @@
 //! RBAC authorization, Pod Security admission, `OwnerReferencesPermissionEnforcement` (as
 //! OpenShift enables it), a structural-schema and CEL-checking apiextensions server, and an
 //! audit log of every request ([`audit`]). The controller manager runs each controller
-//! under its own ServiceAccount, as kubeadm clusters do.
+//! under its own ServiceAccount, as kubeadm clusters do. A default StorageClass and a
+//! provisioner of hostPath volumes in the cluster's directory ([`storage`]) let
+//! PersistentVolumeClaims bind.
 //!
 //! Used by the e2e tests ([`Cluster::shared`]: one cluster per test binary) and by
 //! `make cluster` (the `local-cluster` binary).
@@ -19,6 +21,7 @@ pub mod nodes;
 pub mod pki;
 pub mod process;
 pub mod proxy;
+pub mod storage;
 pub mod tools;
 
 use std::io::{Read, Write};
@@ -36,6 +39,7 @@ use kubeconfig::Credentials;
 pub use nodes::NodeSpec;
 use pki::{CertPem, Pki};
 use process::Supervised;
+use storage::Provisioner;
 
 /// Why the cluster could not start (or a request to it failed).
 #[derive(Debug, thiserror::Error)]
@@ -92,6 +96,8 @@ pub struct Cluster {
     admin: CertPem,
     /// In start order; stopped in reverse.
     processes: Mutex<Vec<(&'static str, Supervised)>>,
+    /// Stopped before the processes.
+    provisioner: Mutex<Option<Provisioner>>,
 }
 
 const START_TIMEOUT: Duration = Duration::from_secs(90);
@@ -181,6 +187,11 @@ impl Cluster {
         kubeconfig::write(&kubeconfig, &server, &pki.ca.cert, Credentials::Certificate(&admin), "default")?;
         let client = client_for(&kubeconfig).await?;
         wait_ready(&client, &logs).await?;
+        let token = storage::install(&client).await?;
+        let provisioner_kubeconfig = dir.join("volume-provisioner.kubeconfig");
+        kubeconfig::write(&provisioner_kubeconfig, &server, &pki.ca.cert, Credentials::Token(&token), "default")?;
+        let provisioner =
+            Provisioner::start(provisioner_kubeconfig, dir.join("volumes"), logs.join("volume-provisioner.log"))?;
 
         let component_kubeconfig = |stem: &str, user: &str, group: Option<&str>| -> Result<PathBuf, Error> {
             let cert = pki.client(stem, user, group)?;
@@ -240,6 +251,7 @@ impl Cluster {
             nodes: options.nodes.clone(),
             admin,
             processes: Mutex::new(processes),
+            provisioner: Mutex::new(Some(provisioner)),
         };
         cluster.create_nodes(&client).await?;
         cluster.wait_schedulable(&client).await?;
@@ -263,9 +275,19 @@ impl Cluster {
         Ok(cluster)
     }
 
-    /// The cluster's directory: `logs/`, `audit.log`, `pki/`, kubeconfigs.
+    /// The cluster's directory: `logs/`, `audit.log`, `pki/`, kubeconfigs, `volumes/`.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Where the provisioner makes the default StorageClass's volumes (one directory each).
+    pub fn volumes_dir(&self) -> PathBuf {
+        self.dir.join("volumes")
+    }
+
+    /// Whether the volume provisioner (a thread of this program) runs.
+    pub fn provisioner_running(&self) -> bool {
+        self.provisioner.lock().expect("provisioner lock").as_ref().is_some_and(Provisioner::is_running)
     }
 
     /// An admin client (group `system:masters`).
@@ -309,8 +331,12 @@ impl Cluster {
         self.processes.lock().expect("processes lock").iter().map(|(n, p)| (*n, p.pid())).collect()
     }
 
-    /// Stops every component (reverse start order) and removes the directory.
+    /// Stops the provisioner, then every component (reverse start order), and removes the
+    /// directory.
     pub fn stop(&self) {
+        if let Some(mut provisioner) = self.provisioner.lock().expect("provisioner lock").take() {
+            provisioner.stop();
+        }
         let mut processes = self.processes.lock().expect("processes lock");
         while let Some((_, mut p)) = processes.pop() {
             p.stop(Duration::from_secs(5));

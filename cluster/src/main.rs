@@ -1,23 +1,23 @@
-//! `local-cluster` (`make cluster`): starts the local control plane and its fake GPU
-//! nodes, writes an admin kubeconfig, and runs until Ctrl-C or SIGTERM, then stops every
-//! process it started.
+//! `local-cluster` (`make cluster`): starts the local control plane, its fake GPU nodes and
+//! its volume provisioner (the default StorageClass's), writes an admin kubeconfig, and runs
+//! until Ctrl-C or SIGTERM, then stops every process it started.
 
 use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Parser;
-use local_cluster::{Cluster, Options};
+use local_cluster::{storage, Cluster, Options};
 
 #[derive(Parser)]
 #[command(
     name = "local-cluster",
-    about = "A local Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok GPU nodes) on 127.0.0.1"
+    about = "A local Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok GPU nodes, a default StorageClass of hostPath volumes) on 127.0.0.1"
 )]
 struct Cli {
     /// Where to write the admin kubeconfig.
     #[arg(long, default_value = "target/local-cluster.kubeconfig")]
     kubeconfig: PathBuf,
-    /// Keep the cluster's directory (logs, audit log) after it stops.
+    /// Keep the cluster's directory (logs, audit log, etcd data, volumes) after it stops.
     #[arg(long)]
     keep_dir: bool,
 }
@@ -42,6 +42,12 @@ fn main() -> anyhow::Result<()> {
             std::fs::canonicalize(&cli.kubeconfig).unwrap_or(cli.kubeconfig.clone()).display()
         );
         println!("  kubectl get nodes -L nvidia.com/gpu.product");
+        println!(
+            "  default StorageClass {} ({}): volumes under {}",
+            storage::STORAGE_CLASS,
+            storage::PROVISIONER,
+            cluster.volumes_dir().display()
+        );
         println!("  logs and the audit log: {}", cluster.dir().display());
         println!("Ctrl-C stops it.");
         let mut term =
@@ -51,7 +57,7 @@ fn main() -> anyhow::Result<()> {
             _ = term.recv() => {}
         }
         println!(
-            "stopping: {}",
+            "stopping: the volume provisioner (a thread), {}",
             cluster.pids().iter().map(|(n, p)| format!("{n} ({p})")).collect::<Vec<_>>().join(", ")
         );
         cluster.stop();

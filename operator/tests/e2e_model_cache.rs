@@ -1,13 +1,14 @@
 //! Model caches on the real control plane: the real PersistentVolume, Job and Deployment
-//! controllers, kwok in the kubelet's place (it runs a download pod to success, or to the
-//! failure a missing model gives, see `cluster/config/kwok-stages.yaml`).
+//! controllers, the cluster's default StorageClass and its provisioner, kwok in the
+//! kubelet's place (it runs a download pod to success, or to the failure a missing model
+//! gives, see `cluster/config/kwok-stages.yaml`).
 
 mod e2e_support;
 
 use e2e_support::*;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Event, PersistentVolume};
-use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
+use k8s_openapi::api::core::v1::Event;
+use kube::api::{DynamicObject, ListParams};
 use kube::{Api, ResourceExt};
 use model_orchestra_api::kinds::Kind;
 use serde_json::{json, Value};
@@ -24,29 +25,17 @@ fn cached_cr(namespace: &str, model: &str) -> Value {
         "kind": "ModelOrchestra",
         "metadata": {"name": RELEASE, "namespace": namespace},
         "spec": {
-            "applicationTemplate": {"modelCache": {"enabled": true, "size": "1Gi", "storageClassName": "e2e-manual", "downloader": {"backoffLimit": 0}}},
+            "applicationTemplate": {"modelCache": {"enabled": true, "size": "1Gi", "downloader": {"backoffLimit": 0}}},
             "applications": {"chat": {"readerConfig": {"modelName": model, "device": "cpu"}}}
         }
     })
 }
 
-/// A cluster with a v1alpha2 line, and a volume for the test's claim (there is no storage
-/// provisioner: the real PersistentVolume controller binds the claim to it).
+/// A cluster with a v1alpha2 line. The CR's claim names no StorageClass, as the chart's
+/// default: the cluster's default class provisions its volume (on the local cluster, its
+/// host-path provisioner) and the real PersistentVolume controller binds the two.
 async fn setup(test: &str) -> (Cluster, Operator) {
     let cluster = Cluster::start(test).await;
-    let pv: PersistentVolume = serde_json::from_value(json!({
-        "metadata": {"name": format!("{}-models", cluster.namespace)},
-        "spec": {
-            "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "e2e-manual",
-            "hostPath": {"path": format!("/tmp/{}", cluster.namespace)},
-            "claimRef": {"namespace": cluster.namespace, "name": CLAIM}
-        }
-    }))
-    .unwrap();
-    let pvs: Api<PersistentVolume> = Api::all(cluster.client.clone());
-    pvs.patch(&pv.name_any(), &PatchParams::apply("e2e").force(), &Patch::Apply(&pv))
-        .await
-        .expect("create the PersistentVolume");
     let options = OperatorOptions {
         api_version: "v1alpha2",
         routing: "v1",

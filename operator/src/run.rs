@@ -47,6 +47,10 @@ pub struct RunArgs {
     /// Re-check every CR this often even without changes (no writes when nothing changed).
     #[arg(long, env = "MODEL_ORCHESTRA_RESYNC_SECONDS", default_value_t = 300)]
     resync_seconds: u64,
+    /// Say (an Event on the CR) when no line has reconciled a CR's latest generation for this
+    /// long.
+    #[arg(long, env = "MODEL_ORCHESTRA_UNSERVED_AFTER_SECONDS", default_value_t = 30)]
+    unserved_after_seconds: u64,
     /// CRs reconciled at once.
     #[arg(long, env = "MODEL_ORCHESTRA_CONCURRENCY", default_value_t = 8)]
     concurrency: u16,
@@ -223,6 +227,7 @@ fn settings(args: &RunArgs) -> Settings {
         line: Line { routing, serves: args.api_version, claim_unlabeled: args.claim_unlabeled },
         namespace: args.watch_namespace.clone(),
         resync: Duration::from_secs(args.resync_seconds),
+        unserved_after: Duration::from_secs(args.unserved_after_seconds),
         concurrency: args.concurrency,
         identity,
         release,

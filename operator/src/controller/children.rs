@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use futures::stream::BoxStream;
 use futures::StreamExt;
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentCondition, DeploymentSpec};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ApiResource, DynamicObject, PartialObjectMeta};
@@ -100,12 +100,21 @@ pub fn watch(client: &Client, namespace: Option<&str>, kinds: &[Kind]) -> (Cache
                 .default_backoff()
                 .modify(|d: &mut Deployment| {
                     slim(&mut d.metadata);
-                    // Readiness needs replicas and the status counts; the pod template is the bulk.
+                    // Readiness needs replicas, the status counts and whether the rollout is
+                    // past its deadline; the pod template is the bulk.
                     if let Some(spec) = d.spec.as_mut() {
                         *spec = DeploymentSpec { replicas: spec.replicas, ..Default::default() };
                     }
                     if let Some(status) = d.status.as_mut() {
-                        status.conditions = None;
+                        let conditions = status.conditions.take().unwrap_or_default();
+                        let stuck: Vec<_> = conditions
+                            .into_iter()
+                            .filter(|c| {
+                                c.type_ == "Progressing" && c.reason.as_deref() == Some("ProgressDeadlineExceeded")
+                            })
+                            .map(|c| DeploymentCondition { last_transition_time: None, last_update_time: None, ..c })
+                            .collect();
+                        status.conditions = (!stuck.is_empty()).then_some(stuck);
                     }
                 })
                 .reflect(writer)

@@ -38,6 +38,9 @@ pub struct Settings {
     /// Watch one namespace; `None` watches all.
     pub namespace: Option<String>,
     pub resync: Duration,
+    /// How long a CR's generation may go unreconciled by every line before a line that sees
+    /// it says so.
+    pub unserved_after: Duration,
     pub concurrency: u16,
     pub identity: String,
     /// The release this operator was installed as, reported in `status.operatorVersion`.

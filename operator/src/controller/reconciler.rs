@@ -32,7 +32,7 @@ use crate::reconcile::status::{self, deployment_readiness, Health, Observed, Out
 use model_orchestra_api::kinds::Kind;
 use model_orchestra_api::lines::{API_VERSION_ANNOTATION, ROUTING_LABEL};
 use model_orchestra_api::v1alpha2::ModelOrchestraStatus;
-use model_orchestra_api::{ApiVersion, KIND};
+use model_orchestra_api::ApiVersion;
 
 /// Objects of one CR applied (or dry-run) at once.
 const APPLY_CONCURRENCY: usize = 8;
@@ -76,10 +76,6 @@ struct Unserved {
     since: Instant,
     reported: bool,
 }
-
-/// How long a CR's generation may go unreconciled by every line before a line that sees
-/// it says so.
-pub const UNSERVED_AFTER: Duration = Duration::from_secs(30);
 
 impl Context {
     /// The ModelOrchestra resource CRs are read and their status written at.
@@ -391,7 +387,7 @@ impl Changes {
 }
 
 /// A CR routed to another line: if no line has reconciled its current generation for
-/// [`UNSERVED_AFTER`], say so once — an Event on the CR naming the line it waits for, and a
+/// `unserved_after`, say so once — an Event on the CR naming the line it waits for, and a
 /// log line — without writing its status (only its own line does).
 async fn notice_unserved(obj: &DynamicObject, route: &Route, ctx: &Context) -> Action {
     let key = key(obj);
@@ -417,8 +413,9 @@ async fn notice_unserved(obj: &DynamicObject, route: &Route, ctx: &Context) -> A
         }
         entry.since.elapsed()
     };
-    if elapsed < UNSERVED_AFTER {
-        return Action::requeue(UNSERVED_AFTER - elapsed + Duration::from_millis(500));
+    let bound = ctx.settings.unserved_after;
+    if elapsed < bound {
+        return Action::requeue(bound - elapsed + Duration::from_millis(500));
     }
     let message = format!(
         "no operator line has reconciled generation {} of this ModelOrchestra for {}s: it goes to {route}. {}",
@@ -796,8 +793,14 @@ async fn write_status(ctx: &Context, cr: &Cr<'_>, outcome: &Outcome) -> Result<O
     }
     publish_if_new(ctx, cr, &next).await;
     let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &cr.namespace, &ctx.cr_resource());
-    let body = json!({"apiVersion": ctx.cr_resource().api_version, "kind": KIND, "status": next});
-    api.patch_status(&cr.name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&body)).await?;
+    // A merge patch from the stored status, not server-side apply: SSA converts the object to
+    // the version of every manager's entry, and a CR written at v1alpha1 cannot be typed as
+    // v1alpha1 once it carries v1alpha2's status fields (the API server answers 500).
+    let stored = cr.obj.data.get("status").cloned().unwrap_or(Value::Null);
+    let next_json = serde_json::to_value(&next).expect("a status serialises");
+    let body = json!({"status": merge_patch(&stored, &next_json)});
+    let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
+    api.patch_status(&cr.name, &params, &Patch::Merge(&body)).await?;
     Ok(status::condition(&next, ConditionType::Ready).map(|c| c.reason.clone()))
 }
 
@@ -833,6 +836,32 @@ async fn publish_if_new(ctx: &Context, cr: &Cr<'_>, next: &ModelOrchestraStatus)
     }
 }
 
+/// The JSON merge patch (RFC 7386) that turns `from` into `to`: changed and new keys as in
+/// `to`, keys `to` lacks set to null; objects compared key by key, anything else replaced.
+fn merge_patch(from: &Value, to: &Value) -> Value {
+    match (from, to) {
+        (Value::Object(a), Value::Object(b)) => {
+            let mut patch = serde_json::Map::new();
+            for (k, v) in b {
+                match a.get(k) {
+                    Some(old) if old == v => {}
+                    Some(old) => {
+                        patch.insert(k.clone(), merge_patch(old, v));
+                    }
+                    None => {
+                        patch.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+            for k in a.keys().filter(|k| !b.contains_key(*k)) {
+                patch.insert(k.clone(), Value::Null);
+            }
+            Value::Object(patch)
+        }
+        (_, to) => to.clone(),
+    }
+}
+
 fn truncate(s: &str, max: usize) -> String {
     match s.char_indices().nth(max) {
         Some((i, _)) => format!("{}…", &s[..i]),
@@ -853,6 +882,14 @@ mod tests {
             name: "x".into(),
             source: kube::Error::Api(Box::new(status)),
         }
+    }
+
+    #[test]
+    fn a_merge_patch_sets_what_changed_and_nulls_what_is_gone() {
+        let from = json!({"a": 1, "b": {"c": 1, "d": 2}, "e": [1], "gone": true});
+        let to = json!({"a": 1, "b": {"c": 3}, "e": [2], "new": "x"});
+        assert_eq!(merge_patch(&from, &to), json!({"b": {"c": 3, "d": null}, "e": [2], "new": "x", "gone": null}));
+        assert_eq!(merge_patch(&Value::Null, &to), to);
     }
 
     #[test]

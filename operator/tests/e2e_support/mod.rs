@@ -125,6 +125,11 @@ impl Cluster {
         Api::namespaced_with(self.client.clone(), &self.namespace, &ApiVersion::V1alpha1.resource())
     }
 
+    /// ModelOrchestras read at `version` (the storage version shows every field).
+    pub fn mo_api_at(&self, version: ApiVersion) -> Api<DynamicObject> {
+        Api::namespaced_with(self.client.clone(), &self.namespace, &version.resource())
+    }
+
     pub fn api(&self, kind: Kind) -> Api<DynamicObject> {
         Api::namespaced_with(self.client.clone(), &self.namespace, &kind.resource())
     }
@@ -273,14 +278,25 @@ impl Cluster {
     /// Runs the cluster's kubectl (the pinned version, or the one on PATH for an external
     /// cluster) as the admin, in the test's namespace; returns stdout, or panics with stderr.
     pub fn kubectl(&self, args: &[&str]) -> String {
+        self.kubectl_with_input(args, "")
+    }
+
+    /// Like [`Cluster::kubectl`], with `input` on its standard input (`-f -`).
+    pub fn kubectl_with_input(&self, args: &[&str], input: &str) -> String {
+        use std::io::Write;
         let program =
             self.local.map_or_else(|| PathBuf::from("kubectl"), |_| local_cluster::tools::bin_dir().join("kubectl"));
-        let out = Command::new(program)
+        let mut child = Command::new(program)
             .args(args)
             .args(["-n", &self.namespace])
             .env("KUBECONFIG", &self.kubeconfig)
-            .output()
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
             .expect("run kubectl");
+        child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write kubectl's input");
+        let out = child.wait_with_output().expect("run kubectl");
         assert!(out.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
@@ -455,6 +471,8 @@ pub struct OperatorOptions<'a> {
     pub lease_seconds: u64,
     /// The ModelOrchestra version the line serves.
     pub api_version: &'a str,
+    /// More flags.
+    pub extra_args: &'a [&'a str],
 }
 
 impl Default for OperatorOptions<'_> {
@@ -467,6 +485,7 @@ impl Default for OperatorOptions<'_> {
             kubeconfig: None,
             lease_seconds: 4,
             api_version: "v1alpha1",
+            extra_args: &[],
         }
     }
 }
@@ -488,6 +507,7 @@ impl Operator {
             .args(["--lease-duration-seconds", &o.lease_seconds.to_string(), "--lease-renew-seconds", "1"])
             .args(["--resync-seconds", &o.resync_seconds.to_string()])
             .args(["--metrics-addr", "127.0.0.1:0", "--log-format", "json"])
+            .args(o.extra_args)
             .env("KUBECONFIG", &kubeconfig)
             .env("RUST_LOG", std::env::var("E2E_OPERATOR_LOG").unwrap_or_else(|_| "info".into()))
             .env_remove("MODEL_ORCHESTRA_ROUTING")

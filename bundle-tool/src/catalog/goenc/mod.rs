@@ -146,6 +146,13 @@ mod tests {
     }
 
     #[test]
+    fn a_float_read_from_json_text_is_written_back_with_the_same_digits() {
+        // serde_json's default parser reads these one unit in the last place off.
+        let v: Value = serde_json::from_str("[1.6022e-21, -4e-25, 7.543018363566422e+127]").unwrap();
+        assert_eq!(Node::from_value(&v).compact(false), "[1.6022e-21,-4e-25,7.543018363566422e+127]");
+    }
+
+    #[test]
     fn a_plain_string_folds_at_the_first_single_space_past_80_columns() {
         // The double space at column 79 is no place to fold; the line ends at column 85.
         let value = format!("{}  {}", "x".repeat(76), "word ".repeat(20).trim_end());

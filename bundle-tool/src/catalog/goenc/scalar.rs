@@ -58,7 +58,6 @@ pub(super) fn is_printable(c: char) -> bool {
 }
 
 /// Which styles can carry a string's characters.
-#[derive(Debug, PartialEq, Eq)]
 struct Abilities {
     plain: bool,
     single_quoted: bool,
@@ -68,9 +67,9 @@ struct Abilities {
 impl Abilities {
     fn of(s: &str) -> Abilities {
         let chars: Vec<char> = s.chars().collect();
-        let (first, last) = match (chars.first(), chars.last()) {
-            (Some(&f), Some(&l)) => (f, l),
-            _ => return Abilities { plain: false, single_quoted: true, literal: false },
+        let (Some(&first), Some(&last)) = (chars.first(), chars.last()) else {
+            // The empty string reads back as null when plain; it is double-quoted anyway.
+            return Abilities { plain: false, single_quoted: false, literal: false };
         };
         let escapes_needed = !chars.iter().all(|&c| is_printable(c));
         // A space next to a line break would be lost to line folding in the quoted and

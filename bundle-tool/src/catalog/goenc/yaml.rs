@@ -28,6 +28,8 @@ pub(super) enum Yaml<'a> {
 }
 
 impl<'a> Yaml<'a> {
+    /// A mapping with its entries in yaml.v2's key order; the sort is stable, so keys that
+    /// order cannot rank (see [`key_order`]) keep their JSON order.
     pub fn map(mut entries: Vec<(&'a str, Yaml<'a>)>) -> Yaml<'a> {
         entries.sort_by(|a, b| key_order::compare(a.0, b.0));
         Yaml::Map(entries)

@@ -109,6 +109,11 @@ fn describe(command: &Command) -> String {
         .join(" ")
 }
 
+/// A path as a command's argument (the drill's paths, temp dirs and the checkout, are UTF-8).
+pub fn arg(path: &Path) -> &str {
+    path.to_str().unwrap_or_else(|| panic!("{} is not UTF-8", path.display()))
+}
+
 /// The maintainer: bundle-tool against the loopback registry, in a scratch copy of bundles/.
 /// Cloned into blocking tasks (the commands run while the cluster starts).
 #[derive(Clone)]
@@ -136,21 +141,13 @@ impl Maintainer {
     }
 
     /// Runs bundle-tool, its output appended to `logs/<log>.log`.
-    pub fn bundle_tool<I, S>(&self, log: &str, args: I) -> Result<(), String>
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<OsStr>,
-    {
+    pub fn bundle_tool(&self, log: &str, args: &[&str]) -> Result<(), String> {
         run_logged(&self.logs.join(format!("{log}.log")), self.command().args(args))
     }
 
     /// Runs bundle-tool and returns what it prints on stdout (manifests a user pipes to
     /// kubectl); a failure names the command and quotes stderr.
-    pub fn output<I, S>(&self, args: I) -> String
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<OsStr>,
-    {
+    pub fn output(&self, args: &[&str]) -> String {
         let mut command = self.command();
         command.args(args);
         let out = command.output().unwrap_or_else(|e| panic!("{}: {e}", describe(&command)));
@@ -167,67 +164,36 @@ impl Maintainer {
     /// if it would change a released bundle or break the released CRD), bundle validate,
     /// the static operator's image, the bundle image.
     pub fn release(&self, version: &str, crd_version: &str, channel: &str) {
-        let log = format!("release-{version}");
-        let bundle = self.bundles().join(version);
-        let step = |what: &str, args: Vec<&OsStr>| {
-            self.bundle_tool(&log, args).unwrap_or_else(|e| panic!("the maintainer's {what} of {version}: {e}"))
-        };
-        step(
-            "bundle generate",
-            [
-                "bundle",
-                "generate",
-                "--version",
-                version,
-                "--crd-version",
-                crd_version,
-                "--image",
-                &self.base,
-                "--claim-unlabeled",
-                "--channels",
-                channel,
-                "--default-channel",
-                channel,
-                "--output",
-            ]
-            .iter()
-            .map(OsStr::new)
-            .chain([self.bundles().as_os_str()])
-            .collect(),
-        );
-        step("bundle validate", vec!["bundle".as_ref(), "validate".as_ref(), bundle.as_os_str()]);
+        let (bundles, bundle) = (self.bundles(), self.bundles().join(version));
         let image = format!("{}:v{version}", self.base);
-        step(
-            "operator image",
-            vec![
-                "image".as_ref(),
-                "build".as_ref(),
-                "--binary".as_ref(),
-                self.static_operator.as_os_str(),
-                "--push".as_ref(),
-                image.as_ref(),
-            ],
-        );
+        #[rustfmt::skip]
+        let steps = [
+            ("bundle generate", vec!["bundle", "generate", "--version", version, "--crd-version", crd_version,
+                "--image", &self.base, "--claim-unlabeled", "--channels", channel, "--default-channel", channel,
+                "--output", arg(&bundles)]),
+            ("bundle validate", vec!["bundle", "validate", arg(&bundle)]),
+            ("operator image", vec!["image", "build", "--binary", arg(&self.static_operator), "--push", &image]),
+        ];
+        for (what, args) in steps {
+            self.bundle_tool(&format!("release-{version}"), &args)
+                .unwrap_or_else(|e| panic!("the maintainer's {what} of {version}: {e}"));
+        }
         self.push_bundle(version, &bundle);
     }
 
     /// `bundle build DIR --push <base>-bundle:v<VERSION>`.
     pub fn push_bundle(&self, version: &str, dir: &Path) {
         let image = format!("{}-bundle:v{version}", self.base);
-        self.bundle_tool(
-            &format!("release-{version}"),
-            [OsStr::new("bundle"), "build".as_ref(), dir.as_os_str(), "--push".as_ref(), image.as_ref()],
-        )
-        .unwrap_or_else(|e| panic!("the bundle image of {version}: {e}"));
+        self.bundle_tool(&format!("release-{version}"), &["bundle", "build", arg(dir), "--push", &image])
+            .unwrap_or_else(|e| panic!("the bundle image of {version}: {e}"));
     }
 
     /// The semver template listing the pushed bundle images of `versions`, rendered to
     /// `catalog-<tag>/model-orchestra-operator/catalog.yaml`; returns the catalog directory.
     pub fn render_catalog(&self, tag: &str, versions: &[&str]) -> PathBuf {
         let template = self.work.join(format!("template-{tag}.yaml"));
-        let mut text =
-            "schema: olm.semver\ngenerateMajorChannels: true\ngenerateMinorChannels: false\nstable:\n  bundles:\n"
-                .to_string();
+        let mut text = String::from("schema: olm.semver\ngenerateMajorChannels: true\ngenerateMinorChannels: false\n");
+        text.push_str("stable:\n  bundles:\n");
         for v in versions {
             text.push_str(&format!("  - image: {}-bundle:v{v}\n", self.base));
         }
@@ -236,43 +202,21 @@ impl Maintainer {
         let out = dir.join("model-orchestra-operator/catalog.yaml");
         std::fs::create_dir_all(out.parent().unwrap()).expect("the catalog directory");
         // No bundles directory: every bundle is read from its pushed image, as OLM will.
-        self.bundle_tool(
-            &format!("catalog-{tag}"),
-            [
-                OsStr::new("catalog"),
-                "render".as_ref(),
-                template.as_os_str(),
-                "--bundles-dir".as_ref(),
-                self.work.join("no-bundles").as_os_str(),
-                "--cache-dir".as_ref(),
-                self.work.join("bundle-cache").as_os_str(),
-                "-o".as_ref(),
-                out.as_os_str(),
-            ],
-        )
-        .unwrap_or_else(|e| panic!("catalog render {tag}: {e}"));
+        let (no_bundles, cache) = (self.work.join("no-bundles"), self.work.join("bundle-cache"));
+        #[rustfmt::skip]
+        let args = ["catalog", "render", arg(&template), "--bundles-dir", arg(&no_bundles), "--cache-dir", arg(&cache),
+            "-o", arg(&out)];
+        self.bundle_tool(&format!("catalog-{tag}"), &args).unwrap_or_else(|e| panic!("catalog render {tag}: {e}"));
         dir
-    }
-
-    /// `catalog validate DIR`.
-    pub fn validate_catalog(&self, tag: &str, dir: &Path) -> Result<(), String> {
-        self.bundle_tool(&format!("catalog-{tag}"), [OsStr::new("catalog"), "validate".as_ref(), dir.as_os_str()])
-    }
-
-    /// `catalog build DIR --push <base>-catalog:<tag>`.
-    pub fn push_catalog(&self, tag: &str, dir: &Path) -> Result<(), String> {
-        let image = self.catalog_image(tag);
-        self.bundle_tool(
-            &format!("catalog-{tag}"),
-            [OsStr::new("catalog"), "build".as_ref(), dir.as_os_str(), "--push".as_ref(), image.as_ref()],
-        )
     }
 
     /// Render, validate, build and push the catalog `<tag>` listing `versions`.
     pub fn publish_catalog(&self, tag: &str, versions: &[&str]) {
         let dir = self.render_catalog(tag, versions);
-        self.validate_catalog(tag, &dir)
-            .and_then(|()| self.push_catalog(tag, &dir))
+        let image = self.catalog_image(tag);
+        let log = format!("catalog-{tag}");
+        self.bundle_tool(&log, &["catalog", "validate", arg(&dir)])
+            .and_then(|()| self.bundle_tool(&log, &["catalog", "build", arg(&dir), "--push", &image]))
             .unwrap_or_else(|e| panic!("the catalog {tag} listing {versions:?}: {e}"));
     }
 

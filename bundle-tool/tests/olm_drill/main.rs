@@ -19,7 +19,6 @@ mod olm;
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::ffi::OsStr;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service, ServiceAccount};
@@ -27,7 +26,7 @@ use kube::api::{Api, DynamicObject, ListParams};
 use kube::ResourceExt;
 use serde_json::{json, Value};
 
-use drill::{condition, describe_condition, line_user, Drill, Maintainer};
+use drill::{arg, condition, describe_condition, line_user, Drill, Maintainer};
 use line::run_line;
 
 /// The field manager of every operator write.
@@ -112,14 +111,14 @@ fn the_maintainer_publishes_1_0_0_beside_0_1_0(m: &Maintainer) {
 
 /// `bundle-tool crds | kubectl apply --server-side -f -`
 fn the_admin_applies_the_shared_crd(d: &Drill) {
-    let crds = d.maintainer.output(["crds"]);
+    let crds = d.maintainer.output(&["crds"]);
     d.kubectl(&["apply", "--server-side", "-f", "-"], Some(&crds));
 }
 
 /// `bundle-tool subscriptions --catalog-image …-catalog:TAG --channel CHANNEL | kubectl apply --server-side -f -`
 fn the_admin_subscribes(d: &Drill, tag: &str, channel: &str) {
     let image = d.maintainer.catalog_image(tag);
-    let manifests = d.maintainer.output(["subscriptions", "--catalog-image", &image, "--channel", channel]);
+    let manifests = d.maintainer.output(&["subscriptions", "--catalog-image", &image, "--channel", channel]);
     d.kubectl(&["apply", "--server-side", "-f", "-"], Some(&manifests));
 }
 
@@ -577,28 +576,10 @@ async fn the_waiting_unlabelled_v1alpha1_cr_becomes_0_1_1s(d: &Drill) {
 /// registry never gets the tag. Returns the refusal.
 fn a_catalog_whose_bundle_drops_v1alpha1_is_refused_before_it_is_pushed(m: &Maintainer) -> String {
     let bad = m.bundles().with_file_name("bad-bundles");
-    m.bundle_tool(
-        "release-2.0.0",
-        [
-            "bundle",
-            "generate",
-            "--version",
-            "2.0.0",
-            "--crd-version",
-            "v1alpha2",
-            "--image",
-            &m.base,
-            "--crd-mode",
-            "owned",
-            "--channels",
-            "stable-v2",
-            "--default-channel",
-            "stable-v2",
-            "--output",
-            bad.to_str().expect("a UTF-8 path"),
-        ],
-    )
-    .unwrap_or_else(|e| panic!("bundle generate 2.0.0: {e}"));
+    #[rustfmt::skip]
+    let generate = ["bundle", "generate", "--version", "2.0.0", "--crd-version", "v1alpha2", "--image", &m.base,
+        "--crd-mode", "owned", "--channels", "stable-v2", "--default-channel", "stable-v2", "--output", arg(&bad)];
+    m.bundle_tool("release-2.0.0", &generate).unwrap_or_else(|e| panic!("bundle generate 2.0.0: {e}"));
     let crd_path = bad.join("2.0.0/manifests/models.titanml.co_modelorchestras.yaml");
     let text = std::fs::read_to_string(&crd_path).unwrap_or_else(|e| panic!("{}: {e}", crd_path.display()));
     let mut crd: Value = serde_yaml::from_str(&text).expect("the bundle's CRD");
@@ -608,13 +589,10 @@ fn a_catalog_whose_bundle_drops_v1alpha1_is_refused_before_it_is_pushed(m: &Main
     m.push_bundle("2.0.0", &bad.join("2.0.0"));
 
     let dir = m.render_catalog("v2.0.0", &["0.1.0", "0.1.1", "1.0.0", "2.0.0"]);
-    let validate = m.bundle_tool("validate-v2.0.0", [OsStr::new("catalog"), "validate".as_ref(), dir.as_os_str()]);
+    let validate = m.bundle_tool("validate-v2.0.0", &["catalog", "validate", arg(&dir)]);
     assert!(validate.is_err(), "catalog validate accepted a catalog whose 2.0.0 bundle drops v1alpha1");
     let image = m.catalog_image("v2.0.0");
-    let build = m.bundle_tool(
-        "build-v2.0.0",
-        [OsStr::new("catalog"), "build".as_ref(), dir.as_os_str(), "--push".as_ref(), image.as_ref()],
-    );
+    let build = m.bundle_tool("build-v2.0.0", &["catalog", "build", arg(&dir), "--push", &image]);
     assert!(build.is_err(), "catalog build pushed a catalog whose 2.0.0 bundle drops v1alpha1");
     for log in ["validate-v2.0.0", "build-v2.0.0"] {
         assert!(m.log(log).contains("crd-keeps-versions"), "refused for another reason:\n{}", m.log(log));

@@ -48,13 +48,16 @@ test: lint
 	scripts/install-test-deps.sh
 	PATH="$(CURDIR)/target/tools/bin:$$PATH" $(CARGO) test --workspace
 	scripts/bundle-push-e2e.sh
-	scripts/olm-drill.sh
+	$(MAKE) --no-print-directory olm-drill
 
 ## olm-drill: two operator lines (0.1.0 rebuilt from its release commit, and 1.0.0) installed
 ## side by side by a real OLM v1 from a loopback registry, CRs routed by apiVersion, an
-## upgrade to 0.1.1, a release that would drop v1alpha1 refused (README: "Publishing a version")
-olm-drill:
-	scripts/olm-drill.sh
+## upgrade to 0.1.1, a release that would drop v1alpha1 refused (README: "The OLM drill");
+## bundle-tool/tests/olm_drill, ignored by cargo test: first the programs it runs
+olm-drill: build static
+	scripts/build-go-tools.sh k8s kwok crds olm
+	scripts/released-operator.sh 0.1.0 >/dev/null
+	$(CARGO) test --workspace --test olm_drill -- --ignored --nocapture
 
 ## lint: cargo fmt --check and clippy with warnings as errors
 lint:

@@ -73,7 +73,7 @@ extract() {
       chmod u+w "$out"/*.yaml
       ;;
     olm)
-      # OLM v1's own CRDs (ClusterCatalog, ClusterExtension), which scripts/olm-drill.sh installs.
+      # OLM v1's own CRDs (ClusterCatalog, ClusterExtension), which the OLM drill installs.
       local src out="$share/olm"
       mkdir -p "$out"
       src=$(cd "$root/tools/olm" && go mod download -json github.com/operator-framework/operator-controller | sed -n 's/.*"Dir": "\(.*\)",/\1/p')

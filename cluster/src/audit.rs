@@ -80,6 +80,37 @@ impl AuditEvent {
     pub fn subresource(&self) -> &str {
         self.object_ref.as_ref().map_or("", |o| o.subresource.as_str())
     }
+
+    /// The field manager a patch or apply names (`?fieldManager=`), percent-decoded.
+    pub fn field_manager(&self) -> Option<String> {
+        let (_, query) = self.request_uri.split_once('?')?;
+        query.split('&').find_map(|pair| pair.strip_prefix("fieldManager=")).map(percent_decode)
+    }
+}
+
+/// `%XX` escapes (and `+`, a space in a query) decoded; a malformed escape is kept as is.
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
+        match (bytes[i], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (b'+', _) => {
+                out.push(b' ');
+                i += 1;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// The audit log file; read it whole or from a mark.
@@ -139,6 +170,17 @@ mod tests {
         assert!(event("patch", "/api/v1/namespaces/ns/configmaps/n?fieldManager=m").is_write());
         assert!(!event("patch", "/api/v1/namespaces/ns/configmaps/n?dryRun=All&fieldManager=m").is_write());
         assert!(!event("get", "/api/v1/namespaces/ns/configmaps/n").is_write());
+    }
+
+    #[test]
+    fn the_field_manager_is_read_from_the_query() {
+        let patch = event(
+            "patch",
+            "/api/v1/namespaces/ns/configmaps/n?dryRun=All&fieldManager=model-orchestra%2Fv1&force=true",
+        );
+        assert_eq!(patch.field_manager().as_deref(), Some("model-orchestra/v1"));
+        assert_eq!(event("patch", "/api/v1/namespaces/ns/configmaps/n?force=true").field_manager(), None);
+        assert_eq!(event("update", "/api/v1/namespaces/ns/configmaps/n").field_manager(), None);
     }
 
     #[test]

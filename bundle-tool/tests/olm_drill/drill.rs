@@ -1,0 +1,551 @@
+//! The drill's parts: the programs it runs, a scratch directory with a log per program, the
+//! loopback registry, the maintainer's bundle-tool commands, the cluster (local-cluster) with
+//! OLM v1, the operator lines it runs, and the questions it asks of them.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsStr;
+use std::future::Future;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use kube::discovery::Scope;
+use kube::Client;
+use local_cluster::process::Supervised;
+use local_cluster::Cluster;
+use serde_json::Value;
+
+use crate::olm::Olm;
+use crate::support::{Registry, Temp};
+
+/// The programs the drill runs, each checked to exist (`make olm-drill` builds them).
+pub struct Programs {
+    pub bundle_tool: PathBuf,
+    /// This tree's operator: the 1.0.0 and 0.1.1 lines.
+    pub operator: PathBuf,
+    /// This tree's operator as a static binary, for the operator image.
+    pub static_operator: PathBuf,
+    /// 0.1.0's operator, rebuilt from the commit `bundles/releases.yaml` records for it.
+    pub released_0_1_0: PathBuf,
+}
+
+impl Programs {
+    pub fn locate() -> Programs {
+        let bundle_tool = PathBuf::from(env!("CARGO_BIN_EXE_bundle-tool"));
+        // <target>/debug/bundle-tool: the operator's binaries are built beside it.
+        let profile = bundle_tool.parent().expect("bundle-tool's directory");
+        let target = profile.parent().expect("the target directory");
+        let present = |path: PathBuf, how: &str| {
+            assert!(path.is_file(), "{} is not built: {how} (`make olm-drill` does)", path.display());
+            path
+        };
+        let operator = present(profile.join("model-orchestra-operator"), "cargo build -p model-orchestra-operator");
+        let static_operator =
+            present(target.join("x86_64-unknown-linux-gnu/release/model-orchestra-operator"), "make static");
+        // scripts/released-operator.sh keeps it under the checkout's target/, with its commit.
+        let released = root().join("target/releases/0.1.0");
+        let released_0_1_0 = present(released.join("model-orchestra-operator"), "scripts/released-operator.sh 0.1.0");
+        let built_from = std::fs::read_to_string(released.join("commit")).unwrap_or_default();
+        let recorded = released_commit("0.1.0");
+        assert_eq!(
+            built_from.trim(),
+            recorded,
+            "{} was built from another commit than bundles/releases.yaml records for 0.1.0: \
+             run scripts/released-operator.sh 0.1.0",
+            released_0_1_0.display()
+        );
+        Programs { bundle_tool, operator, static_operator, released_0_1_0 }
+    }
+}
+
+/// The checkout (the drill reads bundles/, config/samples/).
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace root").to_path_buf()
+}
+
+/// The commit `bundles/releases.yaml` records for a released version.
+fn released_commit(version: &str) -> String {
+    let path = root().join("bundles/releases.yaml");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let releases: Value = serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    releases["releases"]
+        .as_array()
+        .and_then(|r| r.iter().find(|r| r["version"] == version))
+        .and_then(|r| r["commit"].as_str())
+        .unwrap_or_else(|| panic!("{}: no commit recorded for {version}", path.display()))
+        .to_string()
+}
+
+/// Runs `command` with stdout and stderr appended to `log`; on failure, says which command
+/// failed and quotes the end of its log.
+fn run_logged(log: &Path, command: &mut Command) -> Result<(), String> {
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .unwrap_or_else(|e| panic!("{}: {e}", log.display()));
+    writeln!(file, "$ {}", describe(command)).expect("write the log");
+    let out = command
+        .stdin(Stdio::null())
+        .stdout(file.try_clone().expect("the log file"))
+        .stderr(file)
+        .status()
+        .unwrap_or_else(|e| panic!("{}: {e}", describe(command)));
+    if out.success() {
+        return Ok(());
+    }
+    Err(format!("`{}` failed ({out}); end of {}:\n{}", describe(command), log.display(), local_cluster::tail(log, 15)))
+}
+
+fn describe(command: &Command) -> String {
+    let program = Path::new(command.get_program()).file_name().unwrap_or(OsStr::new("?")).to_string_lossy();
+    std::iter::once(program.into_owned())
+        .chain(command.get_args().map(|a| a.to_string_lossy().into_owned()))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A path as a command's argument (the drill's paths, temp dirs and the checkout, are UTF-8).
+pub fn arg(path: &Path) -> &str {
+    path.to_str().unwrap_or_else(|| panic!("{} is not UTF-8", path.display()))
+}
+
+/// The maintainer: bundle-tool against the loopback registry, in a scratch copy of bundles/.
+/// Cloned into blocking tasks (the commands run while the cluster starts).
+#[derive(Clone)]
+pub struct Maintainer {
+    pub tool: PathBuf,
+    static_operator: PathBuf,
+    /// `127.0.0.1:<port>/model-orchestra-operator`: the images are `<base>`, `<base>-bundle`
+    /// and `<base>-catalog`.
+    pub base: String,
+    registry: String,
+    work: PathBuf,
+    logs: PathBuf,
+}
+
+impl Maintainer {
+    pub fn bundles(&self) -> PathBuf {
+        self.work.join("bundles")
+    }
+
+    /// bundle-tool, run from the checkout as the maintainer does (it reads config/manifests).
+    fn command(&self) -> Command {
+        let mut command = Command::new(&self.tool);
+        command.current_dir(root());
+        command
+    }
+
+    /// Runs bundle-tool, its output appended to `logs/<log>.log`.
+    pub fn bundle_tool(&self, log: &str, args: &[&str]) -> Result<(), String> {
+        run_logged(&self.logs.join(format!("{log}.log")), self.command().args(args))
+    }
+
+    /// Runs bundle-tool and returns what it prints on stdout (manifests a user pipes to
+    /// kubectl); a failure names the command and quotes stderr.
+    pub fn output(&self, args: &[&str]) -> String {
+        let mut command = self.command();
+        command.args(args);
+        let out = command.output().unwrap_or_else(|e| panic!("{}: {e}", describe(&command)));
+        assert!(out.status.success(), "`{}` failed: {}", describe(&command), String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).expect("UTF-8 output")
+    }
+
+    /// What `logs/<log>.log` holds.
+    pub fn log(&self, log: &str) -> String {
+        std::fs::read_to_string(self.logs.join(format!("{log}.log"))).unwrap_or_default()
+    }
+
+    /// The release steps of the README's "Publishing a version": bundle generate (refused
+    /// if it would change a released bundle or break the released CRD), bundle validate,
+    /// the static operator's image, the bundle image.
+    pub fn release(&self, version: &str, crd_version: &str, channel: &str) {
+        let (bundles, bundle) = (self.bundles(), self.bundles().join(version));
+        let image = format!("{}:v{version}", self.base);
+        #[rustfmt::skip]
+        let steps = [
+            ("bundle generate", vec!["bundle", "generate", "--version", version, "--crd-version", crd_version,
+                "--image", &self.base, "--claim-unlabeled", "--channels", channel, "--default-channel", channel,
+                "--output", arg(&bundles)]),
+            ("bundle validate", vec!["bundle", "validate", arg(&bundle)]),
+            ("operator image", vec!["image", "build", "--binary", arg(&self.static_operator), "--push", &image]),
+        ];
+        for (what, args) in steps {
+            self.bundle_tool(&format!("release-{version}"), &args)
+                .unwrap_or_else(|e| panic!("the maintainer's {what} of {version}: {e}"));
+        }
+        self.push_bundle(version, &bundle);
+    }
+
+    /// `bundle build DIR --push <base>-bundle:v<VERSION>`.
+    pub fn push_bundle(&self, version: &str, dir: &Path) {
+        let image = format!("{}-bundle:v{version}", self.base);
+        self.bundle_tool(&format!("release-{version}"), &["bundle", "build", arg(dir), "--push", &image])
+            .unwrap_or_else(|e| panic!("the bundle image of {version}: {e}"));
+    }
+
+    /// The semver template listing the pushed bundle images of `versions`, rendered to
+    /// `catalog-<tag>/model-orchestra-operator/catalog.yaml`; returns the catalog directory.
+    pub fn render_catalog(&self, tag: &str, versions: &[&str]) -> PathBuf {
+        let template = self.work.join(format!("template-{tag}.yaml"));
+        let mut text = String::from("schema: olm.semver\ngenerateMajorChannels: true\ngenerateMinorChannels: false\n");
+        text.push_str("stable:\n  bundles:\n");
+        for v in versions {
+            text.push_str(&format!("  - image: {}-bundle:v{v}\n", self.base));
+        }
+        std::fs::write(&template, text).expect("write the template");
+        let dir = self.work.join(format!("catalog-{tag}"));
+        let out = dir.join("model-orchestra-operator/catalog.yaml");
+        std::fs::create_dir_all(out.parent().unwrap()).expect("the catalog directory");
+        // No bundles directory: every bundle is read from its pushed image, as OLM will.
+        let (no_bundles, cache) = (self.work.join("no-bundles"), self.work.join("bundle-cache"));
+        #[rustfmt::skip]
+        let args = ["catalog", "render", arg(&template), "--bundles-dir", arg(&no_bundles), "--cache-dir", arg(&cache),
+            "-o", arg(&out)];
+        self.bundle_tool(&format!("catalog-{tag}"), &args).unwrap_or_else(|e| panic!("catalog render {tag}: {e}"));
+        dir
+    }
+
+    /// Render, validate, build and push the catalog `<tag>` listing `versions`.
+    pub fn publish_catalog(&self, tag: &str, versions: &[&str]) {
+        let dir = self.render_catalog(tag, versions);
+        let image = self.catalog_image(tag);
+        let log = format!("catalog-{tag}");
+        self.bundle_tool(&log, &["catalog", "validate", arg(&dir)])
+            .and_then(|()| self.bundle_tool(&log, &["catalog", "build", arg(&dir), "--push", &image]))
+            .unwrap_or_else(|e| panic!("the catalog {tag} listing {versions:?}: {e}"));
+    }
+
+    pub fn catalog_image(&self, tag: &str) -> String {
+        format!("{}-catalog:{tag}", self.base)
+    }
+
+    /// The tags of a repository (`model-orchestra-operator-catalog`), from the registry's
+    /// own API: an independent witness of what was pushed.
+    pub fn tags(&self, repository: &str) -> Vec<String> {
+        let mut stream = std::net::TcpStream::connect(&self.registry).expect("connect to the registry");
+        write!(stream, "GET /v2/{repository}/tags/list HTTP/1.0\r\nHost: {}\r\n\r\n", self.registry).unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).expect("the registry's answer");
+        let body = response.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+        let list: Value = serde_json::from_str(body).unwrap_or_else(|e| panic!("tags of {repository}: {e}: {body}"));
+        list["tags"].as_array().into_iter().flatten().filter_map(|t| t.as_str().map(str::to_string)).collect()
+    }
+}
+
+/// An operator's ServiceAccount: the user the API server names in the audit log.
+pub fn line_user(line: &str) -> String {
+    format!("system:serviceaccount:model-orchestra-{line}:model-orchestra-operator-{line}")
+}
+
+/// The whole drill: stops, in order, the operator lines, OLM, the cluster and the registry,
+/// then removes the scratch directory. On a failure, prints the end of every log first.
+pub struct Drill {
+    pub programs: Programs,
+    pub maintainer: Maintainer,
+    started: Instant,
+    /// The running operator lines, by line (`v0`, `v1`).
+    lines: Mutex<BTreeMap<String, Supervised>>,
+    olm: Option<Olm>,
+    cluster: Option<Cluster>,
+    client: Option<Client>,
+    _registry: Registry,
+    work: Temp,
+}
+
+impl Drill {
+    /// The programs, a scratch directory and the registry; the cluster comes with
+    /// [`Drill::start_cluster_and_olm`].
+    pub fn prepare() -> Drill {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let programs = Programs::locate();
+        let work = Temp::new("olm-drill");
+        let logs = work.0.join("logs");
+        std::fs::create_dir_all(&logs).expect("the logs directory");
+        let bundles = work.0.join("bundles");
+        let copied = Command::new("cp").arg("-r").arg(root().join("bundles")).arg(&bundles).status();
+        assert!(copied.is_ok_and(|s| s.success()), "copy bundles/ to {}", bundles.display());
+        let registry = Registry::start("olm-drill");
+        let maintainer = Maintainer {
+            tool: programs.bundle_tool.clone(),
+            static_operator: programs.static_operator.clone(),
+            base: format!("{}/model-orchestra-operator", registry.addr),
+            registry: registry.addr.clone(),
+            work: work.0.clone(),
+            logs,
+        };
+        Drill {
+            programs,
+            maintainer,
+            started: Instant::now(),
+            lines: Mutex::new(BTreeMap::new()),
+            olm: None,
+            cluster: None,
+            client: None,
+            _registry: registry,
+            work,
+        }
+    }
+
+    /// The local control plane, then OLM v1 on it (catalogd, operator-controller).
+    pub async fn start_cluster_and_olm(&mut self) {
+        let cluster = Cluster::start(local_cluster::Options::default()).await.expect("the local cluster starts");
+        let client = cluster.client().await.expect("an admin client");
+        self.step(&format!("cluster up; audit log {}", cluster.audit_log.display()));
+        self.cluster = Some(cluster);
+        self.client = Some(client);
+        let olm = Olm::start(self).await;
+        self.step(&format!("OLM v1 up (catalogd serves on 127.0.0.1:{})", olm.catalogs_port));
+        self.olm = Some(olm);
+    }
+
+    pub fn cluster(&self) -> &Cluster {
+        self.cluster.as_ref().expect("the cluster has started")
+    }
+
+    pub fn client(&self) -> Client {
+        self.client.clone().expect("the cluster has started")
+    }
+
+    pub fn work(&self) -> &Path {
+        &self.work.0
+    }
+
+    pub fn logs(&self) -> &Path {
+        &self.maintainer.logs
+    }
+
+    /// Prints a step, with the seconds since the drill began.
+    pub fn step(&self, what: &str) {
+        eprintln!("olm-drill [{} s]: {what}", self.started.elapsed().as_secs());
+    }
+
+    pub fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// The cluster's kubectl as the admin, as a user types it; `stdin` is piped in (`-f -`).
+    /// Returns stdout; a failure names the command and quotes stderr.
+    pub fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> String {
+        let mut command = self.cluster().kubectl();
+        command.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = command.spawn().unwrap_or_else(|e| panic!("kubectl {}: {e}", args.join(" ")));
+        let input = stdin.unwrap_or_default().to_string();
+        let mut pipe = child.stdin.take().expect("kubectl's stdin");
+        let writer = std::thread::spawn(move || pipe.write_all(input.as_bytes()));
+        let out = child.wait_with_output().expect("kubectl's output");
+        let _ = writer.join();
+        assert!(out.status.success(), "kubectl {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Server-side applies every object of a YAML stream as the admin (field manager
+    /// `olm-drill`): what the drill sets up beside the user's commands.
+    pub async fn apply_yaml(&self, text: &str) {
+        for document in serde_yaml::Deserializer::from_str(text) {
+            let object: Value = serde::Deserialize::deserialize(document).expect("a YAML document");
+            if !object.is_null() {
+                self.apply(&object).await;
+            }
+        }
+    }
+
+    pub async fn apply(&self, object: &Value) {
+        let api = self
+            .api_for(
+                object["apiVersion"].as_str().unwrap_or_default(),
+                object["kind"].as_str().unwrap_or_default(),
+                object["metadata"]["namespace"].as_str(),
+            )
+            .await;
+        let name = object["metadata"]["name"].as_str().expect("metadata.name");
+        api.patch(name, &PatchParams::apply("olm-drill").force(), &Patch::Apply(object))
+            .await
+            .unwrap_or_else(|e| panic!("apply {} {name}: {e}", object["kind"]));
+    }
+
+    async fn api_for(&self, api_version: &str, kind: &str, namespace: Option<&str>) -> Api<DynamicObject> {
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
+        let (resource, capabilities) = kube::discovery::pinned_kind(&self.client(), &gvk)
+            .await
+            .unwrap_or_else(|e| panic!("{api_version} {kind} is not served: {e}"));
+        match (capabilities.scope, namespace) {
+            (Scope::Namespaced, Some(ns)) => Api::namespaced_with(self.client(), ns, &resource),
+            _ => Api::all_with(self.client(), &resource),
+        }
+    }
+
+    /// A namespaced API of a resource this drill names (`group/version`, `plural`).
+    pub fn namespaced(&self, api_version: &str, kind: &str, plural: &str, namespace: &str) -> Api<DynamicObject> {
+        Api::namespaced_with(self.client(), namespace, &resource(api_version, kind, plural))
+    }
+
+    pub fn cluster_scoped(&self, api_version: &str, kind: &str, plural: &str) -> Api<DynamicObject> {
+        Api::all_with(self.client(), &resource(api_version, kind, plural))
+    }
+
+    /// Polls `probe` every half second until it answers `Ok`; after `limit` seconds, fails
+    /// naming `what` and the probe's last answer. A program of the drill that exits
+    /// meanwhile fails it at once, with its log.
+    pub async fn wait_until<T, F, Fut>(&self, limit: u64, what: &str, mut probe: F) -> T
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, String>>,
+    {
+        let start = Instant::now();
+        loop {
+            let last = match probe().await {
+                Ok(v) => return v,
+                Err(seen) => seen,
+            };
+            self.check_alive(what);
+            if start.elapsed() > Duration::from_secs(limit) {
+                panic!("{what}: not within {limit} s (last seen: {last})");
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    fn check_alive(&self, waiting_for: &str) {
+        let mut exited = vec![];
+        for (line, process) in self.lines.lock().expect("lines lock").iter_mut() {
+            if let Some(status) = process.exited() {
+                exited.push((format!("operator-{line}"), status));
+            }
+        }
+        if let Some(olm) = &self.olm {
+            exited.extend(olm.exited());
+        }
+        if let Some((name, status)) = exited.first() {
+            let log = self.logs().join(format!("{name}.log"));
+            panic!(
+                "{name} exited ({status}) while waiting until {waiting_for}; end of {}:\n{}",
+                log.display(),
+                local_cluster::tail(&log, 25)
+            );
+        }
+    }
+
+    /// Starts `command` as the operator of `line`, output in `logs/operator-<line>.log`.
+    pub fn spawn_line(&self, line: &str, mut command: Command) {
+        let log = self.logs().join(format!("operator-{line}.log"));
+        let file = std::fs::OpenOptions::new().create(true).append(true).open(&log).expect("the operator's log");
+        command.stdin(Stdio::null()).stdout(file.try_clone().expect("the log file")).stderr(file);
+        let process =
+            local_cluster::process::spawn(command).unwrap_or_else(|e| panic!("start the {line} operator: {e}"));
+        let replaced = self.lines.lock().expect("lines lock").insert(line.to_string(), process);
+        assert!(replaced.is_none(), "the {line} operator was already running");
+    }
+
+    /// Stops the operator of `line` as its pod is stopped (SIGTERM, then SIGKILL after 10 s).
+    pub fn stop_line(&self, line: &str) {
+        let mut process = self.lines.lock().expect("lines lock").remove(line).expect("the line runs");
+        process.stop(Duration::from_secs(10));
+    }
+
+    /// Whether the API server's authorizer lets the `line` operator's ServiceAccount do
+    /// `verb` on `resource` (`plural.group`, `/subresource` optional) in `namespace`
+    /// (None: in every namespace) — `kubectl auth can-i --as` as a SubjectAccessReview.
+    pub async fn can(&self, line: &str, verb: &str, resource: &str, namespace: Option<&str>) -> bool {
+        let (resource, subresource) = resource.split_once('/').unwrap_or((resource, ""));
+        let (plural, group) = resource.split_once('.').unwrap_or((resource, ""));
+        let namespace_of_account = format!("model-orchestra-{line}");
+        let review = SubjectAccessReview {
+            spec: SubjectAccessReviewSpec {
+                user: Some(line_user(line)),
+                // What the API server adds to every ServiceAccount's token.
+                groups: Some(vec![
+                    "system:serviceaccounts".into(),
+                    format!("system:serviceaccounts:{namespace_of_account}"),
+                    "system:authenticated".into(),
+                ]),
+                resource_attributes: Some(ResourceAttributes {
+                    verb: Some(verb.into()),
+                    group: Some(group.into()),
+                    resource: Some(plural.into()),
+                    subresource: (!subresource.is_empty()).then(|| subresource.into()),
+                    namespace: namespace.map(str::to_string),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let api: Api<SubjectAccessReview> = Api::all(self.client());
+        let answer = api.create(&PostParams::default(), &review).await.expect("a SubjectAccessReview");
+        answer.status.is_some_and(|s| s.allowed)
+    }
+
+    /// The users of write requests (create, update, patch, delete — dry runs too: a line
+    /// that tries to write a CR's children has taken it) to objects in `namespace`, among
+    /// the operator lines' ServiceAccounts, from the API server's audit log.
+    pub fn writers(&self, namespace: &str) -> BTreeSet<String> {
+        self.operator_writes(namespace).map(|e| e.user.username).collect()
+    }
+
+    /// The operators' patches in `namespace`, from the audit log.
+    pub fn operator_patches(&self, namespace: &str) -> Vec<local_cluster::audit::AuditEvent> {
+        self.operator_writes(namespace).filter(|e| e.verb == "patch").collect()
+    }
+
+    fn operator_writes(&self, namespace: &str) -> impl Iterator<Item = local_cluster::audit::AuditEvent> + '_ {
+        let namespace = namespace.to_string();
+        self.cluster().audit().all().into_iter().filter(move |e| {
+            matches!(e.verb.as_str(), "create" | "update" | "patch" | "delete" | "deletecollection")
+                && e.namespace() == namespace
+                && e.user.username.starts_with("system:serviceaccount:model-orchestra-")
+        })
+    }
+}
+
+impl Drop for Drill {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let mut logs: Vec<PathBuf> = std::fs::read_dir(self.logs())
+                .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+                .unwrap_or_default();
+            logs.sort();
+            for log in logs {
+                eprintln!("--- {}\n{}", log.display(), local_cluster::tail(&log, 25));
+            }
+        }
+        // Newest first: operators release their Leases to the API server before it stops.
+        for (_, mut process) in std::mem::take(&mut *self.lines.lock().expect("lines lock")) {
+            process.stop(Duration::from_secs(10));
+        }
+        self.olm.take();
+        self.cluster.take();
+    }
+}
+
+pub fn resource(api_version: &str, kind: &str, plural: &str) -> ApiResource {
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: api_version.into(),
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+/// The condition `type` of an object's status (`{"status": "True", "message": …}`).
+pub fn condition<'a>(object: &'a DynamicObject, type_: &str) -> Option<&'a Value> {
+    object.data["status"]["conditions"].as_array()?.iter().find(|c| c["type"] == type_)
+}
+
+/// `Type=Status: message` of a condition, for messages about what was seen.
+pub fn describe_condition(object: &DynamicObject, type_: &str) -> String {
+    match condition(object, type_) {
+        Some(c) => {
+            let field = |f: &str| c[f].as_str().unwrap_or_default().to_string();
+            format!("{type_}={} ({}): {}", field("status"), field("reason"), field("message"))
+        }
+        None => format!("no {type_} condition"),
+    }
+}

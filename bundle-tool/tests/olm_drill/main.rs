@@ -1,0 +1,609 @@
+//! The OLM drill: two operator lines installed side by side by a real OLM v1 (catalogd and
+//! operator-controller v1.2.0, built from `tools/olm`) from our own catalog in a loopback
+//! registry, on the real control plane (local-cluster), as a maintainer and a cluster admin
+//! live it. The README's "The OLM drill: two lines from a real OLM v1" is this test.
+//!
+//! One test, in steps: each step needs what the ones before made (one cluster, one OLM,
+//! one catalog that grows), so they cannot run apart. Each step is a function named after
+//! what it checks; the drill prints a line per step and fails naming the step's check.
+//!
+//! Ignored by `cargo test`: it runs the static operator (`make static`), 0.1.0's operator
+//! rebuilt from its release commit (`scripts/released-operator.sh 0.1.0`) and OLM v1
+//! (`scripts/build-go-tools.sh olm`), which `make olm-drill` builds before running it with
+//! `--ignored`.
+
+mod drill;
+mod line;
+mod olm;
+#[path = "../support/mod.rs"]
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service, ServiceAccount};
+use kube::api::{Api, DynamicObject, ListParams};
+use kube::ResourceExt;
+use serde_json::{json, Value};
+
+use drill::{arg, condition, describe_condition, line_user, Drill, Maintainer};
+use line::run_line;
+
+/// The field manager of every operator write.
+const FIELD_MANAGER: &str = "model-orchestra-operator";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "the OLM drill: `make olm-drill` (and `make test`) builds what it runs, then runs it"]
+async fn two_operator_lines_live_side_by_side_under_a_real_olm_v1() {
+    let mut d = Drill::prepare();
+
+    // 1. The maintainer releases 1.0.0 beside the released 0.1.0 while the cluster and OLM
+    //    start: neither needs the other.
+    let maintainer = d.maintainer.clone();
+    let releasing = tokio::task::spawn_blocking(move || the_maintainer_publishes_1_0_0_beside_0_1_0(&maintainer));
+    d.start_cluster_and_olm().await;
+    releasing.await.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+    d.step(&format!(
+        "pushed: bundles 0.1.0 and 1.0.0, operator image 1.0.0, catalog {}",
+        d.maintainer.catalog_image("v1.0.0")
+    ));
+
+    // 2. The cluster admin: the shared CRD, then one subscription per line; OLM installs both.
+    the_admin_applies_the_shared_crd(&d);
+    the_admin_subscribes(&d, "v1.0.0", "stable-v0");
+    the_admin_subscribes(&d, "v1.0.0", "stable-v1");
+    catalogd_serves_the_catalog(&d).await;
+    operator_controller_installs_both_lines(&d).await;
+    each_line_gets_the_rbac_its_csv_asks_for(&d).await;
+
+    // 3. Each line's operator runs as its pod would (0.1.0's binary from its release commit).
+    run_line(&d, "v0", &d.programs.released_0_1_0).await;
+    run_line(&d, "v1", &d.programs.operator).await;
+
+    // 4. CRs reach their line by label and apiVersion.
+    the_user_applies_three_crs(&d).await;
+    an_unlabelled_v1alpha2_cr_is_the_v1_lines(&d).await;
+    released_0_1_0_is_refused_its_first_write(&d).await;
+    granted_the_finalizers_0_1_0_takes_the_labelled_v1alpha1_cr(&d).await;
+    an_unlabelled_v1alpha1_cr_waits_for_a_line_that_routes_it(&d);
+
+    // 5. 0.1.1 (routes unlabelled v1alpha1 CRs) joins the catalog; OLM upgrades the v0 line.
+    let maintainer = d.maintainer.clone();
+    tokio::task::spawn_blocking(move || {
+        maintainer.release("0.1.1", "v1alpha1", "stable-v0");
+        maintainer.publish_catalog("v0.1.1", &["0.1.0", "0.1.1", "1.0.0"]);
+    })
+    .await
+    .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+    let before = Children::of(&d, "drill-c").await;
+    let before_v1 = Children::of(&d, "drill-a").await;
+    // The ClusterCatalog is shared by the lines: the newest subscriptions name its image.
+    the_admin_subscribes(&d, "v0.1.1", "stable-v0");
+    olm_upgrades_the_v0_line_to_0_1_1_and_leaves_the_v1_line(&d).await;
+    the_v0_pod_is_replaced_while_the_cr_is_edited(&d).await;
+    run_line(&d, "v0", &d.programs.operator).await;
+    the_upgrade_applies_the_edit_and_keeps_the_childrens_uids(&d, &before, &before_v1).await;
+    the_waiting_unlabelled_v1alpha1_cr_becomes_0_1_1s(&d).await;
+
+    // 6. A release that would break a line is refused before anything is pushed.
+    let maintainer = d.maintainer.clone();
+    let refused = tokio::task::spawn_blocking(move || {
+        a_catalog_whose_bundle_drops_v1alpha1_is_refused_before_it_is_pushed(&maintainer)
+    })
+    .await
+    .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+    d.step(&format!("refused: {refused}…"));
+    d.step(&format!("ok in {} s", d.elapsed().as_secs()));
+}
+
+// --- 1. the maintainer ---------------------------------------------------------------------
+
+/// `bundle generate` 1.0.0 (v1alpha2) in a scratch copy of bundles/, its operator and bundle
+/// images; 0.1.0's bundle image as released (its CSV names ghcr.io's operator image, which
+/// nothing here pulls: kwok pods run no process); the catalog listing both.
+fn the_maintainer_publishes_1_0_0_beside_0_1_0(m: &Maintainer) {
+    m.release("1.0.0", "v1alpha2", "stable-v1");
+    m.push_bundle("0.1.0", &m.bundles().join("0.1.0"));
+    m.publish_catalog("v1.0.0", &["0.1.0", "1.0.0"]);
+}
+
+// --- 2. the cluster admin, and OLM ---------------------------------------------------------
+
+/// `bundle-tool crds | kubectl apply --server-side -f -`
+fn the_admin_applies_the_shared_crd(d: &Drill) {
+    let crds = d.maintainer.output(&["crds"]);
+    d.kubectl(&["apply", "--server-side", "-f", "-"], Some(&crds));
+}
+
+/// `bundle-tool subscriptions --catalog-image …-catalog:TAG --channel CHANNEL | kubectl apply --server-side -f -`
+fn the_admin_subscribes(d: &Drill, tag: &str, channel: &str) {
+    let image = d.maintainer.catalog_image(tag);
+    let manifests = d.maintainer.output(&["subscriptions", "--catalog-image", &image, "--channel", channel]);
+    d.kubectl(&["apply", "--server-side", "-f", "-"], Some(&manifests));
+}
+
+fn cluster_extension(d: &Drill) -> Api<DynamicObject> {
+    d.cluster_scoped("olm.operatorframework.io/v1", "ClusterExtension", "clusterextensions")
+}
+
+/// The bundle a ClusterExtension has installed: (name, version).
+fn installed_bundle(extension: &DynamicObject) -> (String, String) {
+    let bundle = &extension.data["status"]["install"]["bundle"];
+    let field = |f: &str| bundle[f].as_str().unwrap_or_default().to_string();
+    (field("name"), field("version"))
+}
+
+async fn catalogd_serves_the_catalog(d: &Drill) {
+    let catalogs = d.cluster_scoped("olm.operatorframework.io/v1", "ClusterCatalog", "clustercatalogs");
+    let catalog = d
+        .wait_until(120, "catalogd serves the ClusterCatalog model-orchestra-catalog", || async {
+            let catalog = catalogs.get("model-orchestra-catalog").await.map_err(|e| e.to_string())?;
+            match condition(&catalog, "Serving") {
+                Some(c) if c["status"] == "True" => Ok(catalog),
+                _ => Err(describe_condition(&catalog, "Serving")),
+            }
+        })
+        .await;
+    d.step(&format!("catalogd serves {}", catalog.data["status"]["urls"]["base"].as_str().unwrap_or("?")));
+}
+
+/// operator-controller installs each line's bundle: its Deployment and ServiceAccount (no
+/// conflict: neither bundle owns the shared CRD), whose pod kwok makes Ready.
+async fn operator_controller_installs_both_lines(d: &Drill) {
+    let extensions = cluster_extension(d);
+    for line in ["v0", "v1"] {
+        let name = format!("model-orchestra-operator-{line}");
+        let extension = d
+            .wait_until(180, &format!("the ClusterExtension {name} is Installed"), || async {
+                let extension = extensions.get(&name).await.map_err(|e| e.to_string())?;
+                match condition(&extension, "Installed") {
+                    Some(c) if c["status"] == "True" => Ok(extension),
+                    _ => Err(format!(
+                        "{}; {}",
+                        describe_condition(&extension, "Installed"),
+                        describe_condition(&extension, "Progressing")
+                    )),
+                }
+            })
+            .await;
+        d.step(&format!("{name}: installed bundle {}", installed_bundle(&extension).0));
+    }
+    for line in ["v0", "v1"] {
+        let (namespace, name) = (format!("model-orchestra-{line}"), format!("model-orchestra-operator-{line}"));
+        Api::<Deployment>::namespaced(d.client(), &namespace)
+            .get(&name)
+            .await
+            .unwrap_or_else(|e| panic!("OLM did not create the Deployment {namespace}/{name}: {e}"));
+        Api::<ServiceAccount>::namespaced(d.client(), &namespace)
+            .get(&name)
+            .await
+            .unwrap_or_else(|e| panic!("OLM did not create the ServiceAccount {namespace}/{name}: {e}"));
+        let pods = Api::<Pod>::namespaced(d.client(), &namespace);
+        let selector = format!("app.kubernetes.io/instance={name}");
+        d.wait_until(60, &format!("the {line} operator's pod is Ready (kwok)"), || async {
+            let list = pods.list(&ListParams::default().labels(&selector)).await.map_err(|e| e.to_string())?;
+            let ready = |p: &Pod| {
+                p.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            };
+            match list.items.iter().find(|p| !ready(p)) {
+                None if !list.items.is_empty() => Ok(()),
+                None => Err(format!("no pod matches {selector}")),
+                Some(p) => Err(format!("pod {} is not Ready", p.name_any())),
+            }
+        })
+        .await;
+    }
+}
+
+/// The RBAC OLM made from each CSV, as the API server's authorizer answers for each line's
+/// ServiceAccount: what the operator needs, not more; 1.0.0 may set blockOwnerDeletion
+/// (update on modelorchestras/finalizers), which 0.1.0's CSV lacks.
+async fn each_line_gets_the_rbac_its_csv_asks_for(d: &Drill) {
+    for line in ["v0", "v1"] {
+        let own = format!("model-orchestra-{line}");
+        for (verb, resource, namespace) in [
+            ("watch", "modelorchestras.models.titanml.co", None),
+            ("patch", "deployments.apps", Some("drill-x")),
+            ("update", "leases.coordination.k8s.io", Some(own.as_str())),
+        ] {
+            assert!(
+                d.can(line, verb, resource, namespace).await,
+                "OLM's RBAC for the {line} line lacks what its CSV grants: {verb} {resource} in {}",
+                namespace.unwrap_or("every namespace")
+            );
+        }
+        assert!(!d.can(line, "delete", "nodes", None).await, "the {line} line may delete Nodes");
+    }
+    let finalizers = "modelorchestras.models.titanml.co/finalizers";
+    assert!(d.can("v1", "update", finalizers, None).await, "1.0.0 may not set blockOwnerDeletion");
+    assert!(!d.can("v0", "update", finalizers, None).await, "0.1.0 was expected to lack modelorchestras/finalizers");
+    let deployments = Api::<Deployment>::all(d.client())
+        .list(&ListParams::default().labels("app.kubernetes.io/name=model-orchestra-operator"))
+        .await
+        .expect("list the operators' Deployments");
+    let names: Vec<String> =
+        deployments.items.iter().map(|o| format!("{}/{}", o.namespace().unwrap_or_default(), o.name_any())).collect();
+    d.step(&format!("OLM installed both lines: {} with their RBAC", names.join(" ")));
+}
+
+// --- 4. CRs reach their line ---------------------------------------------------------------
+
+/// A sample CR renamed into `namespace`, labelled for a line when `label` is given.
+fn sample_cr(file: &str, namespace: &str, name: &str, label: Option<&str>) -> String {
+    let path = drill::root().join("config/samples").join(file);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut cr: Value = serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    cr["metadata"] = json!({"name": name, "namespace": namespace});
+    if let Some(label) = label {
+        cr["metadata"]["labels"] = json!({"operatorVersion": label});
+    }
+    serde_yaml::to_string(&cr).expect("a CR as YAML")
+}
+
+fn modelorchestras(d: &Drill, namespace: &str) -> Api<DynamicObject> {
+    d.namespaced("models.titanml.co/v1alpha2", "ModelOrchestra", "modelorchestras", namespace)
+}
+
+/// The release a CR's status names (`status.operatorVersion`).
+async fn operator_version(d: &Drill, namespace: &str, name: &str) -> String {
+    let cr = modelorchestras(d, namespace).get(name).await.unwrap_or_else(|e| panic!("{namespace}/{name}: {e}"));
+    cr.data["status"]["operatorVersion"].as_str().unwrap_or("(none)").to_string()
+}
+
+/// Waits until the CR's Ready condition is True for its current generation.
+async fn wait_ready(d: &Drill, limit: u64, what: &str, namespace: &str, name: &str) -> DynamicObject {
+    let api = modelorchestras(d, namespace);
+    d.wait_until(limit, what, || async {
+        let cr = api.get(name).await.map_err(|e| e.to_string())?;
+        let current = cr.data["status"]["observedGeneration"].as_i64() == cr.metadata.generation;
+        match condition(&cr, "Ready") {
+            Some(c) if c["status"] == "True" && current => Ok(cr),
+            _ => Err(format!(
+                "{}; observedGeneration {} of {}",
+                describe_condition(&cr, "Ready"),
+                cr.data["status"]["observedGeneration"],
+                cr.metadata.generation.unwrap_or_default()
+            )),
+        }
+    })
+    .await
+}
+
+/// The set of the given strings, for comparing with the audit log's answers.
+fn set(items: &[&str]) -> BTreeSet<String> {
+    items.iter().map(|s| s.to_string()).collect()
+}
+
+/// Every patch the operators made to the CR's objects in `namespace` (its children and its
+/// status) names the operator's field manager, so a line taking a CR over owns the same
+/// fields. Events are left out: kube-runtime's Recorder updates a repeated Event with a
+/// merge patch that names no field manager.
+fn every_patch_names_the_operators_field_manager(d: &Drill, namespace: &str) {
+    let patches: Vec<_> = d.operator_patches(namespace).into_iter().filter(|e| e.resource() != "events").collect();
+    assert!(!patches.is_empty(), "no operator patched anything in {namespace}");
+    let others: Vec<String> = patches
+        .iter()
+        .filter(|e| e.field_manager().as_deref() != Some(FIELD_MANAGER))
+        .map(|e| format!("{} {} ({}): {}", e.user.username, e.verb, e.user_agent, e.request_uri))
+        .collect();
+    assert!(
+        others.is_empty(),
+        "patches in {namespace} naming another field manager than {FIELD_MANAGER}:\n{}",
+        others.join("\n")
+    );
+}
+
+/// KEDA's ScaledObject and the Prometheus Operator's ServiceMonitor CRDs, which the samples
+/// use, installed after the operators started, as happens (the lines notice them within
+/// 15 s and restart their controllers with those watches; 0.1.0 did not); then, as the
+/// user: an unlabelled v1alpha2 CR in drill-a (whose embedder keeps its models on the claim
+/// embedder-models, here bound to a hostPath volume), an unlabelled v1alpha1 CR in drill-b
+/// and a v1alpha1 CR labelled for v0 in drill-c, each `kubectl apply -f -`.
+async fn the_user_applies_three_crs(d: &Drill) {
+    for entry in std::fs::read_dir(local_cluster::tools::share_dir().join("crds")).expect("share/crds") {
+        let path = entry.expect("a CRD file").path();
+        d.apply_yaml(&std::fs::read_to_string(&path).expect("a CRD")).await;
+    }
+    for namespace in ["drill-a", "drill-b", "drill-c"] {
+        d.apply(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})).await;
+    }
+    d.apply_yaml(
+        "apiVersion: v1
+kind: PersistentVolume
+metadata: {name: drill-a-embedder-models}
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteMany]
+  storageClassName: drill-manual
+  hostPath: {path: /tmp/drill-a-embedder-models}
+  claimRef: {namespace: drill-a, name: embedder-models}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: embedder-models, namespace: drill-a}
+spec: {accessModes: [ReadWriteMany], storageClassName: drill-manual, resources: {requests: {storage: 1Gi}}}
+",
+    )
+    .await;
+    for (file, namespace, name, label) in [
+        ("modelorchestra-v1alpha2.yaml", "drill-a", "unlabelled-v1alpha2", None),
+        ("modelorchestra.yaml", "drill-b", "unlabelled-v1alpha1", None),
+        ("modelorchestra.yaml", "drill-c", "labelled-v0", Some("v0")),
+    ] {
+        d.kubectl(&["apply", "-f", "-"], Some(&sample_cr(file, namespace, name, label)));
+    }
+}
+
+/// Without a label, a v1alpha2 CR goes to the line serving v1alpha2 (v1, 1.0.0): Ready, and
+/// every write in its namespace is the v1 line's, with the operator's field manager.
+async fn an_unlabelled_v1alpha2_cr_is_the_v1_lines(d: &Drill) {
+    let cr = wait_ready(d, 120, "the unlabelled v1alpha2 CR is Ready", "drill-a", "unlabelled-v1alpha2").await;
+    assert_eq!(d.writers("drill-a"), set(&[&line_user("v1")]), "drill-a (the unlabelled v1alpha2 CR) written by");
+    every_patch_names_the_operators_field_manager(d, "drill-a");
+    assert_eq!(
+        operator_version(d, "drill-a", "unlabelled-v1alpha2").await,
+        "1.0.0",
+        "the operator the v1alpha2 CR's status names"
+    );
+    d.step(&format!("the unlabelled v1alpha2 CR is the v1 line's: {}", describe_condition(&cr, "Ready")));
+}
+
+/// 0.1.0's RBAC lacks update on modelorchestras/finalizers, which an API server enforcing
+/// owner-reference permissions (this one, and OpenShift's) requires of an owner reference
+/// with blockOwnerDeletion: the released 0.1.0 is refused on its first write, and says so.
+async fn released_0_1_0_is_refused_its_first_write(d: &Drill) {
+    let api = modelorchestras(d, "drill-c");
+    let cr = d
+        .wait_until(60, "0.1.0 reports its refused write (blockOwnerDeletion) on the labelled CR", || async {
+            let cr = api.get("labelled-v0").await.map_err(|e| e.to_string())?;
+            let conditions = cr.data["status"]["conditions"].to_string();
+            if conditions.contains("blockOwnerDeletion") {
+                Ok(cr)
+            } else {
+                Err(conditions)
+            }
+        })
+        .await;
+    let message = describe_condition(&cr, "Ready");
+    d.step(&format!(
+        "0.1.0 as released is refused by the API server: {}…",
+        message.chars().take(160).collect::<String>()
+    ));
+}
+
+/// The README's workaround for a cluster on 0.1.0 — grant it the finalizers — as the user
+/// types it; the CR, retried (annotated), is then 0.1.0's alone.
+async fn granted_the_finalizers_0_1_0_takes_the_labelled_v1alpha1_cr(d: &Drill) {
+    d.kubectl(
+        &[
+            "create",
+            "clusterrole",
+            "mo-finalizers",
+            "--verb=update",
+            "--resource=modelorchestras.models.titanml.co/finalizers",
+        ],
+        None,
+    );
+    d.kubectl(
+        &[
+            "create",
+            "clusterrolebinding",
+            "mo-finalizers",
+            "--clusterrole=mo-finalizers",
+            "--serviceaccount=model-orchestra-v0:model-orchestra-operator-v0",
+        ],
+        None,
+    );
+    d.kubectl(&["annotate", "-n", "drill-c", "modelorchestra/labelled-v0", "drill/retry=1"], None);
+    wait_ready(d, 120, "the labelled v1alpha1 CR is Ready under 0.1.0", "drill-c", "labelled-v0").await;
+    assert_eq!(d.writers("drill-c"), set(&[&line_user("v0")]), "drill-c (the labelled v1alpha1 CR) written by");
+    assert_eq!(
+        operator_version(d, "drill-c", "labelled-v0").await,
+        "0.1.0",
+        "the operator the labelled CR's status names"
+    );
+}
+
+/// 0.1.0 takes labelled CRs only, and the v1 line leaves v1alpha1 writes alone: nobody has
+/// written in drill-b.
+fn an_unlabelled_v1alpha1_cr_waits_for_a_line_that_routes_it(d: &Drill) {
+    assert_eq!(
+        d.writers("drill-b"),
+        BTreeSet::new(),
+        "the unlabelled v1alpha1 CR was written before a line routing it was installed"
+    );
+    d.step("the labelled v1alpha1 CR is 0.1.0's: Ready; the unlabelled v1alpha1 CR waits (0.1.0 takes labelled CRs only; v1 leaves v1alpha1 writes alone)");
+}
+
+// --- 5. the upgrade to 0.1.1 ---------------------------------------------------------------
+
+/// The objects a CR's line made in its namespace, `Kind/name` → UID.
+#[derive(Debug, PartialEq)]
+struct Children(BTreeMap<String, String>);
+
+impl Children {
+    async fn of(d: &Drill, namespace: &str) -> Children {
+        async fn uids<K>(d: &Drill, namespace: &str, kind: &str, into: &mut BTreeMap<String, String>)
+        where
+            K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+                + Clone
+                + serde::de::DeserializeOwned
+                + std::fmt::Debug,
+            K::DynamicType: Default,
+        {
+            let list = Api::<K>::namespaced(d.client(), namespace)
+                .list(&ListParams::default())
+                .await
+                .unwrap_or_else(|e| panic!("list {kind}s in {namespace}: {e}"));
+            for o in list.items {
+                // What the cluster puts in every namespace is not a child.
+                if matches!(
+                    (kind, o.name_any().as_str()),
+                    ("ConfigMap", "kube-root-ca.crt") | ("ServiceAccount", "default")
+                ) {
+                    continue;
+                }
+                into.insert(format!("{kind}/{}", o.name_any()), o.uid().unwrap_or_default());
+            }
+        }
+        let mut children = BTreeMap::new();
+        uids::<Deployment>(d, namespace, "Deployment", &mut children).await;
+        uids::<Service>(d, namespace, "Service", &mut children).await;
+        uids::<ConfigMap>(d, namespace, "ConfigMap", &mut children).await;
+        uids::<ServiceAccount>(d, namespace, "ServiceAccount", &mut children).await;
+        Children(children)
+    }
+}
+
+/// The v0 ClusterExtension moves to 0.1.1 (`replaces` 0.1.0 in stable-v0); the v1 line
+/// stays on 1.0.0.
+async fn olm_upgrades_the_v0_line_to_0_1_1_and_leaves_the_v1_line(d: &Drill) {
+    let extensions = cluster_extension(d);
+    let extension = d
+        .wait_until(180, "OLM upgrades the v0 line to 0.1.1", || async {
+            let extension = extensions.get("model-orchestra-operator-v0").await.map_err(|e| e.to_string())?;
+            match installed_bundle(&extension) {
+                (_, version) if version == "0.1.1" => Ok(extension),
+                (name, _) => Err(format!("installed {name}; {}", describe_condition(&extension, "Progressing"))),
+            }
+        })
+        .await;
+    let v1 = extensions.get("model-orchestra-operator-v1").await.expect("the v1 ClusterExtension");
+    assert_eq!(installed_bundle(&v1).1, "1.0.0", "the bundle version of the v1 line after the v0 upgrade");
+    d.step(&format!("OLM upgraded model-orchestra-operator-v0 to {}", installed_bundle(&extension).0));
+}
+
+/// The operator's pod is replaced: 0.1.0 stops; the workaround goes (0.1.1's own RBAC has
+/// the finalizers); the CR is edited while no v0 operator runs; the upgraded Deployment's
+/// new pod is Ready.
+async fn the_v0_pod_is_replaced_while_the_cr_is_edited(d: &Drill) {
+    d.stop_line("v0");
+    d.kubectl(&["delete", "clusterrolebinding/mo-finalizers", "clusterrole/mo-finalizers"], None);
+    assert!(
+        d.can("v0", "update", "modelorchestras.models.titanml.co/finalizers", None).await,
+        "0.1.1's own RBAC lacks modelorchestras/finalizers"
+    );
+    d.kubectl(
+        &[
+            "patch",
+            "-n",
+            "drill-c",
+            "modelorchestra/labelled-v0",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"applications":{"hello-world":{"podLabels":{"drill":"edited-during-upgrade"}}}}}"#,
+        ],
+        None,
+    );
+    let deployments = Api::<Deployment>::namespaced(d.client(), "model-orchestra-v0");
+    d.wait_until(60, "the upgraded v0 Deployment's pod is Ready (updated/ready/replicas 1/1/1)", || async {
+        let deployment = deployments.get("model-orchestra-operator-v0").await.map_err(|e| e.to_string())?;
+        let status = deployment.status.unwrap_or_default();
+        let seen = format!(
+            "{}/{}/{}",
+            status.updated_replicas.unwrap_or(0),
+            status.ready_replicas.unwrap_or(0),
+            status.replicas.unwrap_or(0)
+        );
+        if seen == "1/1/1" {
+            Ok(())
+        } else {
+            Err(seen)
+        }
+    })
+    .await;
+}
+
+/// 0.1.1 applies the edit made while no v0 operator ran, and its CR is Ready again with the
+/// same children (same UIDs: nothing recreated); the v1 line's children did not change.
+async fn the_upgrade_applies_the_edit_and_keeps_the_childrens_uids(d: &Drill, before: &Children, before_v1: &Children) {
+    let deployments = Api::<Deployment>::namespaced(d.client(), "drill-c");
+    d.wait_until(120, "the edit made during the upgrade reaches the CR's Deployment", || async {
+        let list = deployments.list(&ListParams::default()).await.map_err(|e| e.to_string())?;
+        let labels: Vec<String> = list
+            .items
+            .iter()
+            .filter_map(|o| o.spec.as_ref()?.template.metadata.as_ref()?.labels.as_ref()?.get("drill").cloned())
+            .collect();
+        if labels == ["edited-during-upgrade"] {
+            Ok(())
+        } else {
+            Err(format!("the Deployments' drill labels: {labels:?}"))
+        }
+    })
+    .await;
+    wait_ready(d, 120, "the labelled v0 CR is Ready after the upgrade", "drill-c", "labelled-v0").await;
+    let after = Children::of(d, "drill-c").await;
+    assert_eq!(&after, before, "the children of the v0 CR (Kind/name → UID) after the upgrade, and before");
+    assert_eq!(&Children::of(d, "drill-a").await, before_v1, "the v1 line's children changed during the v0 upgrade");
+    d.step(&format!(
+        "0.1.1 took over: the {} children of the v0 CR kept their UIDs, the edit made meanwhile applied",
+        after.0.len()
+    ));
+}
+
+/// 0.1.1 routes unlabelled CRs by apiVersion: the waiting v1alpha1 CR is now the v0 line's.
+/// Every namespace is still written by its line alone, with the operator's field manager,
+/// and the v0 CRs' status names 0.1.1.
+async fn the_waiting_unlabelled_v1alpha1_cr_becomes_0_1_1s(d: &Drill) {
+    wait_ready(d, 120, "the unlabelled v1alpha1 CR is Ready under 0.1.1", "drill-b", "unlabelled-v1alpha1").await;
+    let (v0, v1) = (line_user("v0"), line_user("v1"));
+    assert_eq!(d.writers("drill-b"), set(&[&v0]), "drill-b (the unlabelled v1alpha1 CR) written by");
+    assert_eq!(d.writers("drill-a"), set(&[&v1]), "drill-a (the unlabelled v1alpha2 CR) written by");
+    assert_eq!(d.writers("drill-c"), set(&[&v0]), "drill-c (the labelled v1alpha1 CR) written by");
+    for namespace in ["drill-b", "drill-c"] {
+        every_patch_names_the_operators_field_manager(d, namespace);
+    }
+    for (namespace, name) in [("drill-c", "labelled-v0"), ("drill-b", "unlabelled-v1alpha1")] {
+        assert_eq!(
+            operator_version(d, namespace, name).await,
+            "0.1.1",
+            "the operator {namespace}/{name}'s status names"
+        );
+    }
+    d.step("the unlabelled v1alpha1 CR is the v0 line's");
+}
+
+// --- 6. a release that would break a line --------------------------------------------------
+
+/// 2.0.0 carries the CRD (owned mode) and drops v1alpha1, which 0.1.x serves: its bundle
+/// builds, the catalog listing it renders, but `catalog validate` refuses it (rule
+/// crd-keeps-versions), so does `catalog build` (a maintainer skipping validate), and the
+/// registry never gets the tag. Returns the refusal.
+fn a_catalog_whose_bundle_drops_v1alpha1_is_refused_before_it_is_pushed(m: &Maintainer) -> String {
+    let bad = m.bundles().with_file_name("bad-bundles");
+    #[rustfmt::skip]
+    let generate = ["bundle", "generate", "--version", "2.0.0", "--crd-version", "v1alpha2", "--image", &m.base,
+        "--crd-mode", "owned", "--channels", "stable-v2", "--default-channel", "stable-v2", "--output", arg(&bad)];
+    m.bundle_tool("release-2.0.0", &generate).unwrap_or_else(|e| panic!("bundle generate 2.0.0: {e}"));
+    let crd_path = bad.join("2.0.0/manifests/models.titanml.co_modelorchestras.yaml");
+    let text = std::fs::read_to_string(&crd_path).unwrap_or_else(|e| panic!("{}: {e}", crd_path.display()));
+    let mut crd: Value = serde_yaml::from_str(&text).expect("the bundle's CRD");
+    let versions = crd["spec"]["versions"].as_array_mut().expect("the CRD's versions");
+    versions.retain(|v| v["name"] != "v1alpha1");
+    std::fs::write(&crd_path, serde_yaml::to_string(&crd).expect("YAML")).expect("write the CRD");
+    m.push_bundle("2.0.0", &bad.join("2.0.0"));
+
+    let dir = m.render_catalog("v2.0.0", &["0.1.0", "0.1.1", "1.0.0", "2.0.0"]);
+    let validate = m.bundle_tool("validate-v2.0.0", &["catalog", "validate", arg(&dir)]);
+    assert!(validate.is_err(), "catalog validate accepted a catalog whose 2.0.0 bundle drops v1alpha1");
+    let image = m.catalog_image("v2.0.0");
+    let build = m.bundle_tool("build-v2.0.0", &["catalog", "build", arg(&dir), "--push", &image]);
+    assert!(build.is_err(), "catalog build pushed a catalog whose 2.0.0 bundle drops v1alpha1");
+    for log in ["validate-v2.0.0", "build-v2.0.0"] {
+        assert!(m.log(log).contains("crd-keeps-versions"), "refused for another reason:\n{}", m.log(log));
+    }
+    let tags = m.tags("model-orchestra-operator-catalog");
+    assert!(
+        tags.iter().any(|t| t == "v1.0.0") && tags.iter().any(|t| t == "v0.1.1"),
+        "the catalog tags pushed before: {tags:?}"
+    );
+    assert!(!tags.iter().any(|t| t == "v2.0.0"), "the refused catalog's tag exists: {tags:?}");
+    let log = m.log("validate-v2.0.0");
+    let refusal = log.lines().find(|l| l.contains("crd-keeps-versions")).unwrap_or_default();
+    refusal.chars().take(200).collect()
+}

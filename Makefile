@@ -30,8 +30,12 @@ STATIC_BIN := $(TARGET_DIR)/$(STATIC_TARGET)/release/model-orchestra-operator
 KUBECTL ?= kubectl
 # `make registry`'s port (default: a free one).
 REGISTRY_PORT ?=
-# Arguments for `make run`, e.g. RUN_ARGS="--routing v1".
-RUN_ARGS ?= --claim-unlabeled --metrics-addr 127.0.0.1:8080
+# The ModelOrchestra version `make run` serves: `make run API_VERSION=v1alpha2` starts the
+# v1alpha2 line (routing value v1) beside the v1alpha1 one.
+API_VERSION ?= v1alpha1
+# More arguments for `make run`. The metrics port is ephemeral (logged at start), so two
+# lines run side by side.
+RUN_ARGS ?= --claim-unlabeled --metrics-addr 127.0.0.1:0
 
 .PHONY: all build test olm-drill lint render crd generate bench install uninstall deploy undeploy run cluster registry bench-operator bundle crds static bundle-build-push docker-build catalog catalog-build-push subscriptions bench-catalog
 
@@ -67,7 +71,8 @@ lint:
 ## render: render the sample ModelOrchestra offline (no cluster needed); SAMPLE picks
 ## another, e.g. SAMPLE=config/samples/modelorchestra-v1alpha2.yaml
 render:
-	$(CARGO) run --quiet --bin model-orchestra-operator -- render -f $(SAMPLE)
+	@$(CARGO) build -p model-orchestra-operator --bin model-orchestra-operator
+	@$(OPERATOR) render -f $(SAMPLE)
 
 ## crd: print the ModelOrchestra CRD
 crd:
@@ -100,7 +105,7 @@ undeploy: build
 
 ## run: run the operator locally against the current kubeconfig
 run: build
-	$(OPERATOR) run $(RUN_ARGS)
+	$(OPERATOR) run --api-version $(API_VERSION) $(RUN_ARGS)
 
 ## cluster: a local Kubernetes control plane (etcd, kube-apiserver, controller manager,
 ## scheduler, kwok CPU and GPU nodes) on 127.0.0.1 until Ctrl-C; writes an admin kubeconfig

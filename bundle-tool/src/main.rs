@@ -260,23 +260,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             report(&dir, &findings)?;
         }
         Command::Bundle(BundleCommand::Build { dir, output }) => {
-            let findings = validate(&dir);
-            match bundle_tool::bundle::release::record_of(&dir)? {
-                // A released bundle is published as released: byte for byte, whatever
-                // today's validator finds in it (it can only be superseded).
-                Some(release) => {
-                    bundle_tool::bundle::release::verify(&dir, &release)?;
-                    for f in &findings {
-                        eprintln!(
-                            "{}: released {} (commit {}), published as released: {f}",
-                            dir.display(),
-                            release.version,
-                            release.commit
-                        );
-                    }
-                }
-                None => report(&dir, &findings)?,
-            }
+            check_bundle(&dir, "published as released")?;
             let image = bundle_tool::image::bundle_image(&dir)?;
             emit(&image, &output)?;
         }
@@ -339,12 +323,41 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             print!("{}", bundle_tool::subscriptions::to_yaml(&header, &objects));
         }
         Command::Bundle(BundleCommand::Validate { dir }) => {
-            let findings = validate(&dir);
-            report(&dir, &findings)?;
-            eprintln!("{}: valid registry+v1 bundle", dir.display());
+            if check_bundle(&dir, "valid as released")? {
+                eprintln!("{}: valid registry+v1 bundle", dir.display());
+            }
         }
     }
     Ok(())
+}
+
+/// Validates a bundle directory. A released bundle (recorded in `bundles/releases.yaml`)
+/// is checked byte for byte against its record instead, and what today's validator finds in
+/// it is printed, not refused: it was published so and can only be superseded. Returns
+/// whether the bundle passed today's validator.
+fn check_bundle(dir: &std::path::Path, released_as: &str) -> anyhow::Result<bool> {
+    let findings = validate(dir);
+    match bundle_tool::bundle::release::record_of(dir)? {
+        Some(release) => {
+            bundle_tool::bundle::release::verify(dir, &release)?;
+            for f in &findings {
+                eprintln!(
+                    "{}: released {} (commit {}), {released_as}: {f}",
+                    dir.display(),
+                    release.version,
+                    release.commit
+                );
+            }
+            if !findings.is_empty() {
+                eprintln!(
+                    "{}: the released bundle is unchanged (its files match bundles/releases.yaml)",
+                    dir.display()
+                );
+            }
+            Ok(findings.is_empty())
+        }
+        None => report(dir, &findings).map(|()| true),
+    }
 }
 
 fn validate_catalog(dir: &std::path::Path) -> anyhow::Result<()> {

@@ -274,3 +274,16 @@ fn the_cli_names_the_file_and_field_of_each_validation_error() {
     assert!(stderr.contains("no ClusterServiceVersion"), "{stderr}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn validating_the_released_bundle_as_the_readme_does_passes_and_prints_what_todays_validator_finds() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_bundle-tool"))
+        .args(["bundle", "validate", "bundles/0.1.0"])
+        .current_dir(repo(""))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("released 0.1.0") && stderr.contains("alm-examples"), "{stderr}");
+    assert!(stderr.contains("unchanged (its files match bundles/releases.yaml)"), "{stderr}");
+}

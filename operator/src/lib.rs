@@ -6,6 +6,10 @@
 //! ([`validate`]) and rendered objects with their component ([`chart`]) → an apply plan
 //! ([`reconcile`], pure) → the API server and the status ([`controller`], the I/O).
 
+// What is `pub` is what the binary, the tests and the benchmarks use; the rest is
+// `pub(crate)`, and the lint keeps it so.
+#![warn(unreachable_pub)]
+
 pub mod chart;
 pub mod controller;
 pub mod error;
@@ -17,7 +21,6 @@ pub mod versions;
 
 use std::sync::OnceLock;
 
-pub use model_orchestra_api as api;
 use model_orchestra_api::parse::Document;
 use model_orchestra_api::ApiVersion;
 

@@ -10,7 +10,7 @@ use std::fmt::Write;
 use serde_json::Value;
 
 /// The value as a YAML document (a trailing newline, like serde_yaml).
-pub fn to_yaml(value: &Value) -> String {
+pub(super) fn to_yaml(value: &Value) -> String {
     let mut out = String::with_capacity(256);
     match value {
         Value::Object(m) if !m.is_empty() => write_map(&mut out, m, 0),

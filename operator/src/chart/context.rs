@@ -27,7 +27,7 @@ pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 /// Value of [`MANAGED_BY_LABEL`] (Helm's `.Release.Service`).
 pub const MANAGED_BY: &str = "model-orchestra-operator";
 /// Pod-template annotation holding the checksum of the pod's configuration.
-pub const CONFIG_CHECKSUM_ANNOTATION: &str = "checksum/config";
+pub(super) const CONFIG_CHECKSUM_ANNOTATION: &str = "checksum/config";
 /// Env the gateway needs (the contract's rule, not a default a user could change).
 const REQUIRED_GATEWAY_ENV: (&str, &str) = ("TAKEOFF_ADD_READER_ID_SUFFIX", "true");
 
@@ -254,7 +254,7 @@ pub(super) struct Applications<'a> {
 impl Applications<'_> {
     /// The name of each application's objects (its model cache's included), with its
     /// component.
-    pub fn components(&self) -> impl Iterator<Item = (&str, Component)> {
+    pub(super) fn components(&self) -> impl Iterator<Item = (&str, Component)> {
         self.contexts.iter().flat_map(|c| {
             let cache = c.model_cache.iter().flat_map(|m| [m.claim.name.as_str(), m.job.name.as_str()]);
             let component = c.app.map(|app| Component::Application(app.to_string()));
@@ -282,7 +282,7 @@ impl Serialize for Components<'_, '_> {
 
 impl<'a> Release<'a> {
     /// Checks the release's names and builds the gateway's context.
-    pub fn new(
+    pub(super) fn new(
         chart: &'a Chart,
         release: &'a str,
         namespace: &'a str,
@@ -329,17 +329,17 @@ impl<'a> Release<'a> {
         Ok(Release { release, namespace, chart, fullname, common, sa_name, values, gateway })
     }
 
-    pub fn namespace(&self) -> &str {
+    pub(super) fn namespace(&self) -> &str {
         self.namespace
     }
 
     /// The gateway's object name.
-    pub fn gateway_name(&self) -> &str {
+    pub(super) fn gateway_name(&self) -> &str {
         &self.gateway.name
     }
 
     /// The contexts of `applications` (a slice of the resolved values' applications).
-    pub fn applications(&self, applications: &'a [ApplicationModel]) -> Result<Applications<'a>, RenderError> {
+    pub(super) fn applications(&self, applications: &'a [ApplicationModel]) -> Result<Applications<'a>, RenderError> {
         let mut contexts = Vec::with_capacity(applications.len());
         for app in applications {
             let field = format!("spec.applications.{}", app.key);
@@ -364,7 +364,7 @@ impl<'a> Release<'a> {
 
     /// The template context of one shard: the release, the gateway at the root (and, when
     /// `with_gateway`, among the components) and the shard's applications.
-    pub fn context(&self, with_gateway: bool, applications: &Applications) -> Result<Value, RenderError> {
+    pub(super) fn context(&self, with_gateway: bool, applications: &Applications) -> Result<Value, RenderError> {
         let values = self.values;
         let sa = &values.service_account;
         let root = Root {
@@ -715,7 +715,7 @@ fn application_component<'a>(
 /// hashed. A new revision is a new Job, and rolls the application's pods.
 pub const MODEL_REVISION_LABEL: &str = "models.titanml.co/model-revision";
 /// Where the engine reads models, and the model cache is mounted.
-pub const MODELS_DIR: &str = "/code/models";
+pub(super) const MODELS_DIR: &str = "/code/models";
 
 /// The claim and download Job of an application's model cache.
 fn model_cache<'a>(

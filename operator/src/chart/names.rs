@@ -7,7 +7,7 @@ use model_orchestra_api::names::{is_dns_label, MAX_LABEL};
 
 /// Helm's `fullname`: `fullnameOverride`; else the release name if it already contains the
 /// chart name; else `<release>-<chart name>`; cut to 63 characters without a trailing `-`.
-pub fn fullname(release: &str, chart_name: &str, name_override: &str, fullname_override: &str) -> String {
+pub(super) fn fullname(release: &str, chart_name: &str, name_override: &str, fullname_override: &str) -> String {
     let full = if !fullname_override.is_empty() {
         fullname_override.to_string()
     } else {
@@ -27,7 +27,7 @@ fn trunc63(s: &str) -> String {
 }
 
 /// Checks that a generated object name fits a DNS label; `field` is what the user changes.
-pub fn check_generated(name: &str, field: &str) -> Result<(), InputError> {
+pub(super) fn check_generated(name: &str, field: &str) -> Result<(), InputError> {
     if name.len() > MAX_LABEL {
         return Err(InputError::new(
             field,

@@ -18,15 +18,14 @@ use kube::{Api, Client};
 use crate::reconcile::plan::{Existing, MANAGED_BY, MANAGED_BY_LABEL, OWNER_NAME_LABEL};
 use model_orchestra_api::kinds::Kind;
 
-/// One cached child: enough to prune and to notice drift.
+/// One cached child: enough to prune it (with a UID precondition).
 #[derive(Debug, Clone)]
-pub struct CachedChild {
+pub(super) struct CachedChild {
     pub existing: Existing,
-    pub resource_version: Option<String>,
     pub uid: Option<String>,
 }
 
-pub struct Caches {
+pub(super) struct Caches {
     metadata: BTreeMap<Kind, Store<PartialObjectMeta<DynamicObject>>>,
     deployments: Store<Deployment>,
     jobs: Store<Job>,
@@ -44,12 +43,12 @@ fn metadata_api(client: &Client, ns: Option<&str>, ar: &ApiResource) -> Api<Part
     }
 }
 
-pub type MetadataStream = BoxStream<'static, Result<PartialObjectMeta<DynamicObject>, watcher::Error>>;
-pub type DeploymentStream = BoxStream<'static, Result<Deployment, watcher::Error>>;
-pub type JobStream = BoxStream<'static, Result<Job, watcher::Error>>;
+pub(super) type MetadataStream = BoxStream<'static, Result<PartialObjectMeta<DynamicObject>, watcher::Error>>;
+pub(super) type DeploymentStream = BoxStream<'static, Result<Deployment, watcher::Error>>;
+pub(super) type JobStream = BoxStream<'static, Result<Job, watcher::Error>>;
 
 /// The streams that feed the caches, to be polled by the controller as owner triggers.
-pub struct Streams {
+pub(super) struct Streams {
     pub metadata: Vec<(ApiResource, MetadataStream)>,
     pub deployments: Option<DeploymentStream>,
     pub jobs: Option<JobStream>,
@@ -57,7 +56,7 @@ pub struct Streams {
 
 /// Starts the watches of every kind in `kinds` (in `namespace`, or everywhere): the caches
 /// and the streams that feed them.
-pub fn watch(client: &Client, namespace: Option<&str>, kinds: &[Kind]) -> (Caches, Streams) {
+pub(super) fn watch(client: &Client, namespace: Option<&str>, kinds: &[Kind]) -> (Caches, Streams) {
     let mut metadata = BTreeMap::new();
     let mut streams = Vec::new();
     let (deployments, writer) = reflector::store::<Deployment>();
@@ -157,7 +156,7 @@ fn slim(meta: &mut ObjectMeta) {
 
 impl Caches {
     /// Waits until every cache has listed once (prune decisions need complete caches).
-    pub async fn wait_until_ready(&self) {
+    pub(super) async fn wait_until_ready(&self) {
         for store in self.metadata.values() {
             let _ = store.wait_until_ready().await;
         }
@@ -166,7 +165,7 @@ impl Caches {
     }
 
     /// The children of the CR `owner` in `namespace`, by the owner label.
-    pub fn children(&self, namespace: &str, owner: &str) -> Vec<CachedChild> {
+    pub(super) fn children(&self, namespace: &str, owner: &str) -> Vec<CachedChild> {
         let mine = |m: &ObjectMeta| {
             m.namespace.as_deref() == Some(namespace)
                 && m.labels.as_ref().and_then(|l| l.get(OWNER_NAME_LABEL)).map(String::as_str) == Some(owner)
@@ -187,19 +186,19 @@ impl Caches {
     }
 
     /// One cached download Job (its status; no spec).
-    pub fn job(&self, namespace: &str, name: &str) -> Option<Arc<Job>> {
+    pub(super) fn job(&self, namespace: &str, name: &str) -> Option<Arc<Job>> {
         self.jobs.get(&ObjectRef::new(name).within(namespace))
     }
 
     /// One cached Deployment.
-    pub fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<Deployment>> {
+    pub(super) fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<Deployment>> {
         self.deployments.get(&ObjectRef::new(name).within(namespace))
     }
 
     /// What tells whether one child changed since it was applied (a hash lookup, unlike
     /// [`Self::children`]): its resourceVersion, or for a Deployment its generation, which
     /// moves with its spec but not with its ever-changing status.
-    pub fn version(&self, kind: Kind, namespace: &str, name: &str) -> Option<String> {
+    pub(super) fn version(&self, kind: Kind, namespace: &str, name: &str) -> Option<String> {
         if kind == Kind::Deployment {
             return self.deployment(namespace, name)?.metadata.generation.map(|g| g.to_string());
         }
@@ -226,7 +225,6 @@ fn cached(kind: Kind, m: &ObjectMeta) -> CachedChild {
                 .map(|r| r.uid.clone())
                 .collect(),
         },
-        resource_version: m.resource_version.clone(),
         uid: m.uid.clone(),
     }
 }

@@ -3,9 +3,9 @@
 //! renders and the pods of its Deployments, and reconciles each CR routed to this operator
 //! version.
 
-pub mod children;
-pub(crate) mod pods;
-pub mod reconciler;
+mod children;
+mod pods;
+mod reconciler;
 
 use std::collections::HashSet;
 use std::future::Future;

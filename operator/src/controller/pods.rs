@@ -13,21 +13,21 @@ use kube::{Api, Client};
 use crate::chart::{Component, MANAGED_BY, MANAGED_BY_LABEL};
 use crate::reconcile::pod_health::{newness, pod_problem, PodProblem};
 
-pub const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
-pub const COMPONENT_LABEL: &str = "app.kubernetes.io/component";
+pub(super) const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
+pub(super) const COMPONENT_LABEL: &str = "app.kubernetes.io/component";
 
-pub type PodStream = BoxStream<'static, Result<Pod, watcher::Error>>;
+pub(super) type PodStream = BoxStream<'static, Result<Pod, watcher::Error>>;
 
 /// The cache of our pods.
 #[derive(Clone)]
-pub struct Pods {
+pub(super) struct Pods {
     store: Store<Pod>,
 }
 
 /// Watches the pods the chart's Deployments create (in `namespace`, or everywhere): the
 /// cache, and the stream that feeds it (polled by the controller, which maps each pod to
 /// its CR).
-pub fn watch(client: &Client, namespace: Option<&str>) -> (Pods, PodStream) {
+pub(super) fn watch(client: &Client, namespace: Option<&str>) -> (Pods, PodStream) {
     let api: Api<Pod> = match namespace {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
@@ -75,14 +75,14 @@ fn slim(pod: &mut Pod) {
 }
 
 impl Pods {
-    pub async fn wait_until_ready(&self) {
+    pub(super) async fn wait_until_ready(&self) {
         let _ = self.store.wait_until_ready().await;
     }
 
     /// Why the pods of `component` of the release `release` in `namespace` are not running,
     /// if one of them says: the newest such pod's problem (during a rollout, the new
     /// template's pods matter, not the old ones on their way out).
-    pub fn problem(&self, namespace: &str, release: &str, component: &Component) -> Option<PodProblem> {
+    pub(super) fn problem(&self, namespace: &str, release: &str, component: &Component) -> Option<PodProblem> {
         let label = component.label_value()?;
         self.store
             .state()
@@ -100,7 +100,7 @@ impl Pods {
 
     /// The newest pod of the model download of `application` (component
     /// `model-<application>`) of the release `release` in `namespace`.
-    pub fn download_pod(&self, namespace: &str, release: &str, application: &str) -> Option<Pod> {
+    pub(super) fn download_pod(&self, namespace: &str, release: &str, application: &str) -> Option<Pod> {
         let label = format!("model-{application}");
         self.store
             .state()
@@ -116,7 +116,7 @@ impl Pods {
     }
 
     /// The release (CR name) and namespace a cached pod belongs to.
-    pub fn owner(pod: &Pod) -> Option<(String, String)> {
+    pub(super) fn owner(pod: &Pod) -> Option<(String, String)> {
         let release = pod.metadata.labels.as_ref()?.get(INSTANCE_LABEL)?.clone();
         Some((release, pod.metadata.namespace.clone()?))
     }

@@ -39,7 +39,7 @@ const APPLY_CONCURRENCY: usize = 8;
 
 /// What the operator knows of the cluster: a client, the caches its watches fill, and the
 /// kinds the cluster serves.
-pub struct ClusterView {
+pub(super) struct ClusterView {
     pub client: Client,
     pub caches: Caches,
     pub pods: Pods,
@@ -50,7 +50,7 @@ pub struct ClusterView {
 }
 
 /// What every reconcile reads: the cluster view, the chart and the settings.
-pub struct Context {
+pub(super) struct Context {
     pub client: Client,
     pub caches: Caches,
     pub pods: Pods,
@@ -79,11 +79,11 @@ struct Unserved {
 
 impl Context {
     /// The ModelOrchestra resource CRs are read and their status written at.
-    pub fn cr_resource(&self) -> ApiResource {
+    pub(super) fn cr_resource(&self) -> ApiResource {
         self.read_at.resource()
     }
 
-    pub fn new(
+    pub(super) fn new(
         view: ClusterView,
         chart: Arc<Chart>,
         settings: Arc<Settings>,
@@ -109,7 +109,7 @@ impl Context {
     }
 
     /// Drops everything kept about the CR `key` (deleted, or routed to another line).
-    pub fn forget(&self, key: &str) {
+    pub(super) fn forget(&self, key: &str) {
         self.memory.lock().expect("memory lock").remove(key);
         self.backoff.succeeded(key);
         self.update_tracked();
@@ -117,7 +117,7 @@ impl Context {
 
     /// Drops everything kept about CRs not in `live` (after a relist that may have missed
     /// deletions).
-    pub fn forget_all_but(&self, live: &std::collections::HashSet<String>) {
+    pub(super) fn forget_all_but(&self, live: &std::collections::HashSet<String>) {
         self.memory.lock().expect("memory lock").retain(|k, _| live.contains(k));
         self.unserved.lock().expect("unserved lock").retain(|k, _| live.contains(k));
         self.backoff.retain(|k| live.contains(k));
@@ -125,7 +125,7 @@ impl Context {
     }
 
     /// Drops a deleted CR entirely.
-    pub fn deleted(&self, key: &str) {
+    pub(super) fn deleted(&self, key: &str) {
         self.forget(key);
         self.unserved.lock().expect("unserved lock").remove(key);
     }
@@ -177,7 +177,7 @@ struct Planned {
 /// Why a reconcile failed. The `kube::Error` stays the source, so the retry policy can tell
 /// a conflict from a refusal from a server error.
 #[derive(Debug, thiserror::Error)]
-pub enum ReconcileError {
+pub(super) enum ReconcileError {
     #[error("{0}")]
     Render(#[from] RenderError),
     #[error("the cluster does not serve {0}: install its CRD or disable the feature in the spec")]
@@ -190,7 +190,7 @@ pub enum ReconcileError {
 
 /// The request a [`ReconcileError::Request`] failed in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Step {
+pub(super) enum Step {
     DryRun,
     Apply,
     Prune,
@@ -232,7 +232,7 @@ impl ReconcileError {
         }
     }
 
-    pub fn reason(&self) -> Reason {
+    pub(super) fn reason(&self) -> Reason {
         if self.invalid_in_disguise() {
             return Reason::Invalid;
         }
@@ -247,7 +247,7 @@ impl ReconcileError {
 
     /// How to retry: a conflict at once; an invalid spec or object when the CR changes (or
     /// at the next resync); anything else (forbidden, server errors, timeouts) with backoff.
-    pub fn retry(&self) -> Retry {
+    pub(super) fn retry(&self) -> Retry {
         if self.invalid_in_disguise() {
             return Retry::OnChange;
         }
@@ -283,7 +283,7 @@ fn api_message(e: &kube::Error) -> String {
 }
 
 /// `namespace/name` of a CR: the key of everything kept per CR.
-pub fn key(obj: &DynamicObject) -> String {
+pub(super) fn key(obj: &DynamicObject) -> String {
     format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any())
 }
 
@@ -330,7 +330,7 @@ fn routing_facts(obj: &DynamicObject) -> RoutingFacts<'_> {
     }
 }
 
-pub async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
+pub(super) async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
     let route = routing::route(&routing_facts(&obj));
     if !ctx.settings.line.takes(&route) {
         // Another line's CR: forget it, so taking it back later applies again.
@@ -454,7 +454,7 @@ fn unserved_hint(route: &Route, name: &str) -> String {
     }
 }
 
-pub fn error_policy(obj: Arc<DynamicObject>, err: &ReconcileError, ctx: Arc<Context>) -> Action {
+pub(super) fn error_policy(obj: Arc<DynamicObject>, err: &ReconcileError, ctx: Arc<Context>) -> Action {
     match err.retry() {
         Retry::Now => Action::requeue(Duration::from_millis(100)),
         Retry::OnChange => Action::requeue(ctx.settings.resync),

@@ -15,7 +15,7 @@ use model_orchestra_api::values::{
 };
 
 /// Merging `overlay` into `self`, as Helm merges values.
-pub trait Merge {
+pub(crate) trait Merge {
     fn merge_from(&mut self, overlay: Self);
 
     /// Whether this overlay value means "absent" (JSON `null`): not added to a map.

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 /// How a failed reconcile is retried.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Retry {
+pub(crate) enum Retry {
     /// At once: a conflict (someone wrote in between) is gone on the next try.
     Now,
     /// When the CR changes (or at the next resync): the same input gets the same answer
@@ -19,7 +19,7 @@ pub enum Retry {
     Backoff,
 }
 
-pub struct Backoff {
+pub(crate) struct Backoff {
     base: Duration,
     cap: Duration,
     attempts: Mutex<HashMap<String, u32>>,
@@ -27,7 +27,7 @@ pub struct Backoff {
 }
 
 impl Backoff {
-    pub fn new(base: Duration, cap: Duration) -> Self {
+    pub(crate) fn new(base: Duration, cap: Duration) -> Self {
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
@@ -36,7 +36,7 @@ impl Backoff {
     }
 
     /// Records a failure of `key` and returns how long to wait before the next attempt.
-    pub fn failed(&self, key: &str) -> Duration {
+    pub(crate) fn failed(&self, key: &str) -> Duration {
         let attempt = {
             let mut attempts = self.attempts.lock().expect("backoff lock");
             let n = attempts.entry(key.to_string()).or_insert(0);
@@ -47,12 +47,12 @@ impl Backoff {
     }
 
     /// Forgets the failures of `key`.
-    pub fn succeeded(&self, key: &str) {
+    pub(crate) fn succeeded(&self, key: &str) {
         self.attempts.lock().expect("backoff lock").remove(key);
     }
 
     /// Keeps only the keys `keep` accepts (the CRs that still exist).
-    pub fn retain(&self, keep: impl Fn(&str) -> bool) {
+    pub(crate) fn retain(&self, keep: impl Fn(&str) -> bool) {
         self.attempts.lock().expect("backoff lock").retain(|k, _| keep(k));
     }
 
@@ -69,7 +69,7 @@ impl Backoff {
 
 /// `base · 2^(attempt-1)`, capped, then scaled into `[½, 1]` of itself by `unit` ∈ [0, 1)
 /// ("equal jitter"): retries of many objects spread out but never collapse to zero.
-pub fn delay(attempt: u32, base: Duration, cap: Duration, unit: f64) -> Duration {
+pub(crate) fn delay(attempt: u32, base: Duration, cap: Duration, unit: f64) -> Duration {
     let exp = base.saturating_mul(1u32.checked_shl(attempt.saturating_sub(1).min(31)).unwrap_or(u32::MAX));
     let capped = exp.min(cap);
     capped.mul_f64(0.5 + unit.clamp(0.0, 1.0) / 2.0)

@@ -5,7 +5,7 @@ use std::fmt;
 
 /// The condition types on `status.conditions`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ConditionType {
+pub(crate) enum ConditionType {
     /// Every object is applied and every component's pods are ready.
     Ready,
     /// The operator is still working towards Ready (applying, or waiting for pods).
@@ -15,9 +15,10 @@ pub enum ConditionType {
 }
 
 impl ConditionType {
-    pub const ALL: [ConditionType; 3] = [ConditionType::Ready, ConditionType::Progressing, ConditionType::Degraded];
+    pub(crate) const ALL: [ConditionType; 3] =
+        [ConditionType::Ready, ConditionType::Progressing, ConditionType::Degraded];
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             ConditionType::Ready => "Ready",
             ConditionType::Progressing => "Progressing",
@@ -28,7 +29,7 @@ impl ConditionType {
 
 /// Why a condition has its status (also the Event reason and the error metric label).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Reason {
+pub(crate) enum Reason {
     /// Everything applied and ready.
     Ready,
     /// `Degraded=False`: nothing is wrong.
@@ -61,7 +62,7 @@ pub enum Reason {
 }
 
 impl Reason {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Reason::Ready => "Ready",
             Reason::AsExpected => "AsExpected",

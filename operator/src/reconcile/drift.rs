@@ -9,11 +9,11 @@ use std::time::Duration;
 
 /// How long a child missing from the cache is taken for a cache that has not caught up
 /// with its creation, rather than a deleted child.
-pub const MISSING_GRACE: Duration = Duration::from_secs(10);
+pub(crate) const MISSING_GRACE: Duration = Duration::from_secs(10);
 
 /// A child's cached version compared with the one the last apply returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Drift {
+pub(crate) enum Drift {
     /// The cache holds what the operator applied.
     Same,
     /// The cache has not yet seen the operator's write: wait for it, write nothing.
@@ -27,7 +27,7 @@ pub enum Drift {
 /// resourceVersions that grow with each write; anything that differs and is not a pair of
 /// integers counts as a change, so an opaque version only costs a re-apply. `since_apply` is the time since the last
 /// apply, for children the cache does not hold.
-pub fn drift(cached: Option<&str>, applied: Option<&str>, since_apply: Duration) -> Drift {
+pub(crate) fn drift(cached: Option<&str>, applied: Option<&str>, since_apply: Duration) -> Drift {
     match (cached, applied) {
         (Some(c), Some(a)) if c == a => Drift::Same,
         (Some(c), Some(a)) => match (c.parse::<u64>(), a.parse::<u64>()) {
@@ -40,7 +40,7 @@ pub fn drift(cached: Option<&str>, applied: Option<&str>, since_apply: Duration)
 }
 
 /// The drift of a whole CR: changed if any child changed, else behind if any is behind.
-pub fn combine(drifts: impl IntoIterator<Item = Drift>) -> Drift {
+pub(crate) fn combine(drifts: impl IntoIterator<Item = Drift>) -> Drift {
     drifts.into_iter().fold(Drift::Same, |all, d| match (all, d) {
         (Drift::Changed, _) | (_, Drift::Changed) => Drift::Changed,
         (Drift::CacheBehind, _) | (_, Drift::CacheBehind) => Drift::CacheBehind,

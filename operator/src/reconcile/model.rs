@@ -14,13 +14,13 @@ use model_orchestra_api::v1alpha2::{ModelOrchestraStatus, ModelPhase, ModelServi
 
 /// Annotating a CR with this (any value) downloads the models of every cached application
 /// again; a value listing application names (comma- or space-separated) only theirs.
-pub const REFRESH_ANNOTATION: &str = "models.titanml.co/refresh";
+pub(crate) const REFRESH_ANNOTATION: &str = "models.titanml.co/refresh";
 /// KEDA's annotation that holds a ScaledObject's target at a replica count.
-pub const KEDA_PAUSED_REPLICAS: &str = "autoscaling.keda.sh/paused-replicas";
+pub(crate) const KEDA_PAUSED_REPLICAS: &str = "autoscaling.keda.sh/paused-replicas";
 
 /// The applications a refresh value names: those it lists when every word of it is an
 /// application's name, else all of them.
-pub fn refresh_selects<'a>(value: &str, applications: &[&'a str]) -> Vec<&'a str> {
+pub(crate) fn refresh_selects<'a>(value: &str, applications: &[&'a str]) -> Vec<&'a str> {
     let words: Vec<&str> = value.split([',', ' ']).map(str::trim).filter(|w| !w.is_empty()).collect();
     if !words.is_empty() && words.iter().all(|w| applications.contains(w)) {
         applications.iter().copied().filter(|a| words.contains(a)).collect()
@@ -32,7 +32,7 @@ pub fn refresh_selects<'a>(value: &str, applications: &[&'a str]) -> Vec<&'a str
 /// The refresh value each application's model is downloaded for: the annotation's for those
 /// it names, else the one its model was last downloaded for (so removing or narrowing the
 /// annotation downloads nothing again).
-pub fn refresh_values(
+pub(crate) fn refresh_values(
     annotation: Option<&str>,
     applications: &[&str],
     previous: &ModelOrchestraStatus,
@@ -53,7 +53,7 @@ pub fn refresh_values(
 
 /// Where one application's download stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Download {
+pub(crate) struct Download {
     pub job: String,
     pub phase: ModelPhase,
     pub message: String,
@@ -65,7 +65,7 @@ pub struct Download {
 
 /// A cached application's download as rendered: its Job, the revision and the model.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CachedModel {
+pub(crate) struct CachedModel {
     pub job: String,
     pub revision: String,
     pub model_name: String,
@@ -73,7 +73,7 @@ pub struct CachedModel {
 
 impl CachedModel {
     /// From a rendered download Job (its revision label and `MODEL_NAME`).
-    pub fn of_job(name: &str, job: &Value) -> CachedModel {
+    pub(crate) fn of_job(name: &str, job: &Value) -> CachedModel {
         let revision =
             job["metadata"]["labels"][crate::chart::MODEL_REVISION_LABEL].as_str().unwrap_or_default().to_string();
         let env = job["spec"]["template"]["spec"]["containers"][0]["env"].as_array().cloned().unwrap_or_default();
@@ -88,7 +88,7 @@ impl CachedModel {
 }
 
 /// The download of each cached application among `objects` (what the chart rendered).
-pub fn cached_models(objects: &[RenderedObject]) -> BTreeMap<String, CachedModel> {
+pub(crate) fn cached_models(objects: &[RenderedObject]) -> BTreeMap<String, CachedModel> {
     objects
         .iter()
         .filter(|o| o.kind == Kind::Job)
@@ -102,7 +102,7 @@ pub fn cached_models(objects: &[RenderedObject]) -> BTreeMap<String, CachedModel
 /// The download the application's pods run on: the current one once Ready; while another
 /// of the same model (a refresh, a new downloader) is not, the one they ran on before; none
 /// when the model changed (its pods would start on a model that is not there).
-pub fn serving(model: &CachedModel, phase: ModelPhase, previous: Option<&ModelStatus>) -> Option<ModelServing> {
+pub(crate) fn serving(model: &CachedModel, phase: ModelPhase, previous: Option<&ModelStatus>) -> Option<ModelServing> {
     if phase == ModelPhase::Ready {
         return Some(ModelServing { revision: model.revision.clone(), model_name: model.model_name.clone() });
     }
@@ -111,7 +111,7 @@ pub fn serving(model: &CachedModel, phase: ModelPhase, previous: Option<&ModelSt
 
 /// What an application's Deployment does while its model is being downloaded.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Gate {
+pub(crate) enum Gate {
     /// As rendered: the current download is Ready.
     Serve,
     /// Its pods stay on this earlier download until the current one is Ready (their
@@ -122,7 +122,7 @@ pub enum Gate {
 }
 
 impl Download {
-    pub fn gate(&self) -> Gate {
+    pub(crate) fn gate(&self) -> Gate {
         match (&self.phase, &self.serving) {
             (ModelPhase::Ready, _) => Gate::Serve,
             (_, Some(s)) => Gate::Keep(s.revision.clone()),
@@ -133,7 +133,7 @@ impl Download {
 
 /// The phase and message of a download from its Job (absent: not created yet) and the
 /// newest pod of that Job.
-pub fn download_state(job_name: &str, job: Option<&Job>, pod: Option<&Pod>) -> (ModelPhase, String) {
+pub(crate) fn download_state(job_name: &str, job: Option<&Job>, pod: Option<&Pod>) -> (ModelPhase, String) {
     let Some(job) = job else {
         return (ModelPhase::Pending, format!("creating the download Job {job_name}"));
     };
@@ -185,7 +185,7 @@ fn termination_message(pod: &Pod) -> Option<String> {
 /// Applies each application's [`Gate`] to its rendered objects: held at zero replicas (its
 /// Deployment's `replicas`, or with an autoscaler KEDA's paused-replicas annotation on the
 /// ScaledObject), or kept on an earlier download (the pod template's revision).
-pub fn apply_gates(objects: &mut [RenderedObject], gates: &BTreeMap<String, Gate>) {
+pub(crate) fn apply_gates(objects: &mut [RenderedObject], gates: &BTreeMap<String, Gate>) {
     for o in objects.iter_mut() {
         let Component::Application(app) = &o.component else { continue };
         match (gates.get(app), o.kind) {
@@ -219,7 +219,7 @@ pub fn apply_gates(objects: &mut [RenderedObject], gates: &BTreeMap<String, Gate
 
 /// Whether the refresh `value` is done: every application it names has its model Ready,
 /// downloaded for that value.
-pub fn refresh_done(value: &str, downloads: &BTreeMap<String, Download>) -> bool {
+pub(crate) fn refresh_done(value: &str, downloads: &BTreeMap<String, Download>) -> bool {
     let apps: Vec<&str> = downloads.keys().map(String::as_str).collect();
     let selected = refresh_selects(value, &apps);
     !selected.is_empty()

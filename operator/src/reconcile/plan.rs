@@ -17,15 +17,15 @@ use model_orchestra_api::kinds::Kind;
 use model_orchestra_api::KIND;
 
 /// Label naming the ModelOrchestra an object belongs to.
-pub const OWNER_NAME_LABEL: &str = "models.titanml.co/modelorchestra";
+pub(crate) const OWNER_NAME_LABEL: &str = "models.titanml.co/modelorchestra";
 /// The chart sets `MANAGED_BY_LABEL: MANAGED_BY` on every object; pruning requires it.
-pub use crate::chart::{MANAGED_BY, MANAGED_BY_LABEL};
+pub(crate) use crate::chart::{MANAGED_BY, MANAGED_BY_LABEL};
 /// The field manager of every apply.
-pub const FIELD_MANAGER: &str = "model-orchestra-operator";
+pub(crate) const FIELD_MANAGER: &str = "model-orchestra-operator";
 
 /// The CR an apply plan belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Owner {
+pub(crate) struct Owner {
     /// `models.titanml.co/<version>`: the version the reconciling line serves.
     pub api_version: String,
     pub name: String,
@@ -34,14 +34,14 @@ pub struct Owner {
 
 /// The objects to apply, in apply order, and a hash of all of them.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ApplyPlan {
+pub(crate) struct ApplyPlan {
     pub objects: Vec<PlannedObject>,
     /// SHA-256 over the canonical JSON of every object: equal hashes mean nothing to apply.
     pub hash: String,
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct PlannedObject {
+pub(crate) struct PlannedObject {
     pub kind: Kind,
     pub name: String,
     pub component: Component,
@@ -51,13 +51,13 @@ pub struct PlannedObject {
 
 impl ApplyPlan {
     /// The (kind, name) pairs this plan keeps; everything else of ours may be pruned.
-    pub fn keeps(&self) -> BTreeSet<(Kind, String)> {
+    pub(crate) fn keeps(&self) -> BTreeSet<(Kind, String)> {
         self.objects.iter().map(|o| (o.kind, o.name.clone())).collect()
     }
 }
 
 /// Turns rendered objects into apply bodies owned by `owner`.
-pub fn plan(owner: &Owner, rendered: Vec<RenderedObject>) -> ApplyPlan {
+pub(crate) fn plan(owner: &Owner, rendered: Vec<RenderedObject>) -> ApplyPlan {
     let owner_ref = json!({
         "apiVersion": owner.api_version,
         "kind": KIND,
@@ -86,7 +86,7 @@ pub fn plan(owner: &Owner, rendered: Vec<RenderedObject>) -> ApplyPlan {
 
 /// The facts about an existing object that pruning looks at.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Existing {
+pub(crate) struct Existing {
     pub kind: Kind,
     pub name: String,
     pub labels: std::collections::BTreeMap<String, String>,
@@ -96,7 +96,7 @@ pub struct Existing {
 
 /// Existing objects to delete: ours (identity labels and controller ownerReference to this
 /// CR), of a kind the chart renders, and not in the plan. Anything else is never touched.
-pub fn prune<'a>(owner: &Owner, plan: &ApplyPlan, existing: &'a [Existing]) -> Vec<&'a Existing> {
+pub(crate) fn prune<'a>(owner: &Owner, plan: &ApplyPlan, existing: &'a [Existing]) -> Vec<&'a Existing> {
     let keep = plan.keeps();
     existing
         .iter()

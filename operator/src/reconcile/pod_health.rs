@@ -4,7 +4,13 @@
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-pub use super::status::PodProblem;
+/// Why a component's pods are not running, as a pod reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PodProblem {
+    /// The scheduler cannot place the pod (its message is in `message`).
+    pub unschedulable: bool,
+    pub message: String,
+}
 
 /// Container waiting reasons that mean the pod will not start by itself.
 const STUCK_REASONS: [&str; 6] = [
@@ -20,14 +26,14 @@ const STUCK_REASONS: [&str; 6] = [
 /// often ties with the old one; the resourceVersion (an integer that grows with each write on
 /// an etcd-backed API server; 0 if not) breaks the tie — the old pod's last write came
 /// before the new pod existed.
-pub fn newness(pod: &Pod) -> (Option<Time>, u64) {
+pub(crate) fn newness(pod: &Pod) -> (Option<Time>, u64) {
     let version = pod.metadata.resource_version.as_deref().and_then(|v| v.parse().ok()).unwrap_or(0);
     (pod.metadata.creation_timestamp.clone(), version)
 }
 
 /// What a single pod reports: unschedulable (the scheduler's message), or a container
 /// stuck waiting.
-pub fn pod_problem(pod: &Pod) -> Option<PodProblem> {
+pub(crate) fn pod_problem(pod: &Pod) -> Option<PodProblem> {
     let status = pod.status.as_ref()?;
     if let Some(c) = status
         .conditions

@@ -10,13 +10,14 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use super::condition::{ConditionType, Reason};
 use super::model::{refresh_done, Download};
+pub(crate) use super::pod_health::PodProblem;
 // v1alpha2's status is v1alpha1's plus each model and the last refresh: a v1alpha1 line
 // leaves those out, so it writes exactly the v1alpha1 status.
 use model_orchestra_api::v1alpha2::{ApplicationStatus, ModelOrchestraStatus, ModelPhase, ModelRefresh, ModelStatus};
 
 /// How far the reconcile got.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// Every object is applied; what the cluster says about them.
     Applied { observed: Box<Observed>, hash: String },
     /// The spec fails the operator's validation: nothing was applied or pruned.
@@ -28,17 +29,9 @@ pub enum Outcome {
     ApplyFailed(String),
 }
 
-/// Why a component's pods are not running, as a pod reports it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PodProblem {
-    /// The scheduler cannot place the pod (its message is in `message`).
-    pub unschedulable: bool,
-    pub message: String,
-}
-
 /// One component's readiness.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Health {
+pub(crate) struct Health {
     pub replicas: ApplicationStatus,
     pub rollout: Rollout,
     pub problem: Option<PodProblem>,
@@ -47,7 +40,7 @@ pub struct Health {
 /// Where a component's Deployment stands in rolling out its current generation (as
 /// `kubectl rollout status` reads a Deployment's status).
 #[derive(Debug, Clone, PartialEq)]
-pub enum Rollout {
+pub(crate) enum Rollout {
     /// The current generation's pods serve: every pod updated and available, no old one left.
     Done,
     /// Rolling out; `serving`: as many pods (of any revision) as desired are available, so
@@ -76,7 +69,7 @@ impl Rollout {
 /// What the cluster says about the applied objects: the gateway and the applications
 /// apart.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Observed {
+pub(crate) struct Observed {
     pub gateway: Health,
     pub applications: BTreeMap<String, Health>,
     pub gateway_address: Option<String>,
@@ -91,7 +84,7 @@ pub struct Observed {
 /// Readiness of one component from its Deployment (replicas may be owned by an autoscaler,
 /// so the live `spec.replicas` is the desired count). Ready means the current generation's
 /// pods serve: the old pods of an unfinished rollout do not count.
-pub fn deployment_readiness(d: Option<&Deployment>) -> (ApplicationStatus, Rollout) {
+pub(crate) fn deployment_readiness(d: Option<&Deployment>) -> (ApplicationStatus, Rollout) {
     let Some(d) = d else {
         return (ApplicationStatus::default(), Rollout::default());
     };
@@ -134,7 +127,7 @@ fn rollout(d: &Deployment) -> Rollout {
 }
 
 /// Everything the next status depends on.
-pub struct Report<'a> {
+pub(crate) struct Report<'a> {
     pub previous: &'a ModelOrchestraStatus,
     pub generation: Option<i64>,
     pub outcome: &'a Outcome,
@@ -264,7 +257,7 @@ fn applied_verdicts(observed: &Observed) -> [Verdict; 3] {
 
 /// The next status. `lastTransitionTime` moves only when a condition's status flips; after
 /// a failure the last observed applications and gateway address are kept.
-pub fn next_status(r: &Report) -> ModelOrchestraStatus {
+pub(crate) fn next_status(r: &Report) -> ModelOrchestraStatus {
     let conditions = ConditionType::ALL
         .into_iter()
         .zip(verdicts(r.outcome))
@@ -336,7 +329,7 @@ fn model_status(previous: Option<&ModelStatus>, d: &Download, now: &Time) -> Mod
 }
 
 /// The condition of `type_`, if set.
-pub fn condition(status: &ModelOrchestraStatus, type_: ConditionType) -> Option<&Condition> {
+pub(crate) fn condition(status: &ModelOrchestraStatus, type_: ConditionType) -> Option<&Condition> {
     status.conditions.iter().find(|c| c.type_ == type_.as_str())
 }
 

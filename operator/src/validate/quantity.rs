@@ -7,13 +7,13 @@
 /// A parsed quantity: its value (approximate, for comparisons) and whether it is a whole
 /// number.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Parsed {
+pub(super) struct Parsed {
     pub value: f64,
     pub integer: bool,
 }
 
 /// Parses `s`, or says what is wrong with it.
-pub fn parse(s: &str) -> Result<Parsed, String> {
+pub(super) fn parse(s: &str) -> Result<Parsed, String> {
     let invalid = || format!("`{s}` is not a quantity (a number with an optional suffix, e.g. 500m, 1.5Gi, 2)");
     let bytes = s.as_bytes();
     let mut i = 0;

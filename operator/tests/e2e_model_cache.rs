@@ -235,3 +235,28 @@ async fn a_refresh_downloads_again_rolls_the_pods_once_and_is_stamped_on_the_cr(
     assert_eq!(again.data["status"]["applications"]["chat"]["model"]["job"], model["job"]);
     assert_eq!(revision(&deployment(&cluster).await), revision(&d));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cache_sample_as_written_becomes_ready_on_the_clusters_default_storage() {
+    let (cluster, _operator) = setup("cache-sample").await;
+    if !cluster.has_fake_nodes("the_cache_sample_as_written_becomes_ready_on_the_clusters_default_storage") {
+        return;
+    }
+    let sample = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../config/samples/modelorchestra-v1alpha2-cache.yaml"
+    ))
+    .unwrap();
+    // As the README does: kubectl apply of the file, no PersistentVolume made by hand.
+    cluster.kubectl_with_input(&["apply", "-f", "-"], &sample);
+    let ready = eventually_within(std::time::Duration::from_secs(120), "the cache sample is Ready", || async {
+        let cr = v1alpha2_api(&cluster).get("cached-models").await.ok()?;
+        (ready_condition(&cr)?["status"] == "True").then_some(cr)
+    })
+    .await;
+    for app in ["chat", "embedder"] {
+        assert_eq!(ready.data["status"]["applications"][app]["model"]["phase"], "Ready", "{app}");
+    }
+    let claims = cluster.kubectl(&["get", "pvc", "-o", "jsonpath={.items[*].status.phase}"]);
+    assert_eq!(claims.split_whitespace().collect::<Vec<_>>(), ["Bound", "Bound"], "{claims}");
+}

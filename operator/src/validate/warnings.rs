@@ -56,7 +56,7 @@ fn tolerates_gpu_taint(tolerations: &[Toleration]) -> bool {
         let effect_ok = effect.is_empty() || effect == "NoSchedule";
         let exists = t.operator.as_deref() == Some("Exists");
         let key = t.key.as_deref().unwrap_or_default();
-        effect_ok && ((key.is_empty() && exists) || (key == GPU_RESOURCE && exists))
+        effect_ok && exists && (key.is_empty() || key == GPU_RESOURCE)
     })
 }
 

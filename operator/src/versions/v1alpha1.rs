@@ -21,7 +21,7 @@ static CHART: EmbeddedChart = EmbeddedChart {
 
 static RULES: ContractRules = ContractRules {
     config_root: "model-orchestra",
-    required_application_env: required_application_env,
+    required_application_env,
     trigger_targets_application: true,
 };
 

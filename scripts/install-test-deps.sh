@@ -26,6 +26,9 @@ missing=()
 command -v docker-registry >/dev/null || missing+=(docker-registry)
 command -v skopeo >/dev/null || missing+=(skopeo)
 command -v openssl >/dev/null || missing+=(openssl)
+# Network namespaces for the tests that reach pods (verified promotion): unshare and ip.
+command -v unshare >/dev/null || missing+=(util-linux)
+command -v ip >/dev/null || missing+=(iproute2)
 if ((${#missing[@]})); then
   echo "install-test-deps: apt-get install ${missing[*]}" >&2
   sudo_cmd=(); [ "$(id -u)" = 0 ] || sudo_cmd=(sudo)

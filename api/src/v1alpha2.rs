@@ -22,7 +22,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use crate::v1alpha1::Gateway;
-pub use crate::values::{Downloader, Image, ModelCache, ReaderConfig, Scaling, ServiceAccountValues};
+pub use crate::values::{Downloader, Image, ModelCache, Promotion, ReaderConfig, Scaling, ServiceAccountValues};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 pub const VERSION: &str = "v1alpha2";
@@ -126,6 +126,9 @@ component! {
         /// Kubernetes' default is 600.
         #[schemars(range(min = 1))]
         pub progress_deadline_seconds: i32,
+        /// Verified promotion: a new revision takes traffic only after it answers a success
+        /// prompt; until then the previous one keeps serving, untouched.
+        pub promotion: Promotion,
     }
 }
 
@@ -177,6 +180,51 @@ pub struct ApplicationStatus {
     pub ready: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<ModelStatus>,
+    /// Where the verification of the application's newest revision stands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub promotion: Option<PromotionStatus>,
+}
+
+/// A verified promotion: the revision it is about and how it went.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PromotionStatus {
+    pub phase: PromotionPhase,
+    /// The revision (a hash of its pod template) verified, or being verified.
+    pub revision: String,
+    /// The candidate's last answer to the prompt (truncated).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<String>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// When the phase last changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<Time>,
+    /// The `models.titanml.co/retry-promotion` value this verification ran for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum PromotionPhase {
+    /// A candidate of the revision is being started or asked the prompt; the previous
+    /// revision serves.
+    #[default]
+    Verifying,
+    /// The revision answered as expected and serves.
+    Promoted,
+    /// The revision failed its verification; the previous one keeps serving.
+    Failed,
+}
+
+impl PromotionPhase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PromotionPhase::Verifying => "Verifying",
+            PromotionPhase::Promoted => "Promoted",
+            PromotionPhase::Failed => "Failed",
+        }
+    }
 }
 
 /// Where an application's model download stands.

@@ -277,6 +277,11 @@ pub struct ModelCache {
     pub enabled: Option<bool>,
     /// The claim's storage request, a quantity (`100Gi`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    #[schemars(extend("x-kubernetes-validations" = [{
+        "rule": "isQuantity(self)",
+        "message": "must be a quantity, e.g. 40Gi (a number and a suffix: Ki, Mi, Gi, Ti or k, M, G, T)"
+    }]))]
     pub size: Option<String>,
     /// Empty: the cluster's default StorageClass.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -308,4 +313,55 @@ pub struct Downloader {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub backoff_limit: Option<i32>,
+}
+
+/// Verified promotion of an application: a new revision (a change of its pod: model, image,
+/// reader configuration, …) first runs as a candidate that takes no production traffic, is
+/// asked `prompt`, and replaces the serving revision only when its answer matches `expect`.
+/// Merged key by key over `applicationTemplate.promotion`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Promotion {
+    /// Verify new revisions before they serve.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// The message the candidate is asked (as a user's chat message).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub prompt: Option<String>,
+    /// A regular expression the answer must match from its start, case-insensitively
+    /// (`^\s*yes\b` by default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 1024))]
+    #[schemars(extend("x-kubernetes-validations" = [{
+        // Either side errs on a regular expression that does not compile: the apply is refused.
+        "rule": "''.matches(self) || !''.matches(self)",
+        "message": "must be a regular expression (RE2 syntax)"
+    }]))]
+    pub expect: Option<String>,
+    /// The most tokens of an answer (sampling is deterministic: temperature 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_tokens: Option<i32>,
+    /// Seconds one request may take.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub timeout_seconds: Option<i32>,
+    /// Seconds between two requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub period_seconds: Option<i32>,
+    /// Matching answers in a row that promote the revision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub success_threshold: Option<i32>,
+    /// Failed requests in a row (a wrong answer, an error, a timeout) that fail it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub failure_threshold: Option<i32>,
+    /// Seconds the whole verification may take, the candidate's start (and model download)
+    /// included, before it fails.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub deadline_seconds: Option<i32>,
 }

@@ -21,6 +21,9 @@ pub struct AuditEvent {
     pub object_ref: Option<ObjectRef>,
     #[serde(default)]
     pub response_status: Option<ResponseStatus>,
+    /// When the API server reached this stage (RFC 3339, microseconds).
+    #[serde(default)]
+    pub stage_timestamp: String,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -50,6 +53,11 @@ pub struct ResponseStatus {
 }
 
 impl AuditEvent {
+    /// When the API server reached this event's stage.
+    pub fn at(&self) -> Option<k8s_openapi::jiff::Timestamp> {
+        self.stage_timestamp.parse().ok()
+    }
+
     /// A request that changes state: create, update, patch, delete, deletecollection — not
     /// a dry run (which the server answers without persisting anything).
     pub fn is_write(&self) -> bool {

@@ -64,6 +64,10 @@ impl Error {
     }
 }
 
+/// The addresses kwok gives pods (no host route leads there: tests that must reach a pod put
+/// the range on the loopback interface of a network namespace of their own).
+pub const POD_CIDR: &str = "10.128.0.0/10";
+
 /// What to start.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -235,7 +239,7 @@ impl Cluster {
             .arg("--config")
             .arg(&stages)
             .arg(format!("--manage-nodes-with-annotation-selector={}=fake", nodes::KWOK_NODE_ANNOTATION))
-            .args(["--node-lease-duration-seconds", "40", "--cidr", "10.128.0.0/10", "--node-ip", "10.127.0.1"])
+            .args(["--node-lease-duration-seconds", "40", "--cidr", POD_CIDR, "--node-ip", "10.127.0.1"])
             // kwok reads ~/.kwok first: keep it away from the user's home.
             .env("HOME", &kwok_home)
             .env("KWOK_WORKDIR", &kwok_home);

@@ -125,7 +125,15 @@ async fn run_async(args: RunArgs) -> anyhow::Result<()> {
         .clone()
         .or_else(|| std::env::var("POD_NAMESPACE").ok())
         .unwrap_or_else(|| config.default_namespace.clone());
-    let client = kube::Client::try_from(config).context("building the Kubernetes client")?;
+    // Probes of promotion candidates go through their own client: a gateway's 503 is an
+    // answer to report, not a transient failure for kube's default retries to wait out.
+    let mut probe_config = config.clone();
+    probe_config.default_retry = false;
+    let clients = controller::Clients {
+        api: kube::Client::try_from(config).context("building the Kubernetes client")?,
+        probes: kube::Client::try_from(probe_config).context("building the Kubernetes client")?,
+    };
+    let client = clients.api.clone();
 
     let metrics = Arc::new(Metrics::new());
     let health = Arc::new(Health { ready: Default::default() });
@@ -193,7 +201,7 @@ async fn run_async(args: RunArgs) -> anyhow::Result<()> {
 
     let ready = health.clone();
     let result = controller::run(
-        client,
+        clients,
         chart,
         settings,
         metrics,

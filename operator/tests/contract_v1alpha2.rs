@@ -297,3 +297,65 @@ fn the_download_runs_on_the_applications_nodes_with_its_security_contexts_but_no
     assert_eq!(pod["containers"][0]["securityContext"]["runAsNonRoot"], true);
     assert!(pod["containers"][0].get("resources").is_none(), "no GPU for a download");
 }
+
+// Verified promotion (beyond upstream).
+
+const PROMOTED: &str = "applications:\n  chat:\n    readerConfig: {modelName: org/model, consumerGroup: primary}\n    promotion: {enabled: true}\n";
+
+fn revision(objects: &[model_orchestra::chart::RenderedObject], name: &str) -> String {
+    find(objects, Kind::Deployment, name)["spec"]["template"]["metadata"]["annotations"]["models.titanml.co/revision"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{name} carries no revision"))
+        .to_string()
+}
+
+#[test]
+fn a_promoted_application_renders_a_candidate_registered_under_a_verification_group() {
+    let objects = render_v1alpha2(&cr_v1alpha2(PROMOTED));
+    let rev = revision(&objects, "demo-model-orchestra-chat");
+    assert_eq!(revision(&objects, "demo-model-orchestra-chat-candidate"), rev, "the candidate is of the same revision");
+    let candidate = config_yaml(&objects, "demo-model-orchestra-chat-candidate");
+    assert!(candidate.contains(&format!("consumer_group: \"verify-{rev}\"")), "{candidate}");
+    assert!(config_yaml(&objects, "demo-model-orchestra-chat").contains("consumer_group: \"primary\""));
+    let deployment = find(&objects, Kind::Deployment, "demo-model-orchestra-chat-candidate");
+    assert_eq!(deployment["spec"]["replicas"], 1);
+    assert_eq!(deployment["spec"]["strategy"]["type"], "Recreate");
+    let component = &deployment["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"];
+    assert_eq!(component, "candidate-chat", "no selector of the application reaches the candidate's pods");
+}
+
+#[test]
+fn a_new_model_is_a_new_revision_and_a_new_replica_count_is_not() {
+    let first = revision(&render_v1alpha2(&cr_v1alpha2(PROMOTED)), "demo-model-orchestra-chat");
+    let other_model = render_v1alpha2(&cr_v1alpha2(&PROMOTED.replace("org/model", "org/other")));
+    assert_ne!(revision(&other_model, "demo-model-orchestra-chat"), first);
+    let scaled = render_v1alpha2(&cr_v1alpha2(&PROMOTED.replace("promotion:", "replicaCount: 3\n    promotion:")));
+    assert_eq!(revision(&scaled, "demo-model-orchestra-chat"), first);
+}
+
+#[test]
+fn without_promotion_nothing_changes() {
+    let objects = render_v1alpha2(&cr_v1alpha2(ONE_APP));
+    assert!(!has(&objects, Kind::Deployment, "demo-model-orchestra-chat-candidate"));
+    let annotations =
+        &find(&objects, Kind::Deployment, "demo-model-orchestra-chat")["spec"]["template"]["metadata"]["annotations"];
+    assert!(annotations.get("models.titanml.co/revision").is_none());
+}
+
+#[test]
+fn an_expect_that_is_no_regular_expression_is_refused_naming_it() {
+    let spec = PROMOTED.replace("{enabled: true}", "{enabled: true, expect: '(yes'}");
+    let err = try_render_v1alpha2(&cr_v1alpha2(&spec)).unwrap_err().to_string();
+    assert!(
+        err.contains("spec.applications.chat.promotion.expect") && err.contains("not a regular expression"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_application_inherits_the_templates_promotion_key_by_key() {
+    let spec = "applicationTemplate:\n  promotion: {enabled: true, prompt: 'Say yes.'}\napplications:\n  chat:\n    promotion: {expect: '^ok'}\n  plain:\n    promotion: {enabled: false}\n";
+    let objects = render_v1alpha2(&cr_v1alpha2(spec));
+    assert!(has(&objects, Kind::Deployment, "demo-model-orchestra-chat-candidate"));
+    assert!(!has(&objects, Kind::Deployment, "demo-model-orchestra-plain-candidate"));
+}

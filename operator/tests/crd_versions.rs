@@ -86,6 +86,22 @@ fn the_crd_gains_v1alpha2_keeps_v1alpha1_objects_and_refuses_bad_v1alpha2_crs_na
     assert!(err.contains("spec.applications") && err.contains("would exceed 63 characters"), "{err}");
     let err = refused(&"n".repeat(50), "  {}\n");
     assert!(err.contains("`<fullname>-gateway` would exceed 63 characters"), "{err}");
+    let err = refused("cache-size", &format!("{}      modelCache: {{enabled: true, size: 40gb}}\n", app("chat")));
+    assert!(err.contains("modelCache.size") && err.contains("must be a quantity"), "{err}");
+    apply(&cr(
+        "v1alpha2",
+        "cache-size-ok",
+        &format!("{}      modelCache: {{enabled: true, size: 40Gi}}\n", app("chat")),
+    ))
+    .expect("a quantity is accepted");
+    let err = refused("bad-expect", &format!("{}      promotion: {{enabled: true, expect: '(yes'}}\n", app("chat")));
+    assert!(err.contains("promotion.expect"), "{err}");
+    apply(&cr(
+        "v1alpha2",
+        "good-expect",
+        &format!("{}      promotion: {{enabled: true, expect: '^\\s*yes\\b'}}\n", app("chat")),
+    ))
+    .expect("a regular expression is accepted");
     let err = refused("with-service", &format!("{}      service: {{type: ClusterIP}}\n", app("chat")));
     assert!(
         err.contains("spec.applications[chat].service") && err.contains("v1alpha2 has no per-application service"),

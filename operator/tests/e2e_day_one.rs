@@ -284,23 +284,43 @@ async fn a_cr_no_running_line_serves_is_visible_and_said_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_malformed_cache_size_and_two_more_mistakes_are_refused_at_once_and_nothing_is_written() {
+async fn a_malformed_quantity_and_two_more_mistakes_are_refused_at_once_and_nothing_is_written() {
     let cluster = Cluster::start("three-mistakes").await;
     let v1 = OperatorOptions { routing: "v1", api_version: "v1alpha2", identity: "op-v1", ..Default::default() };
     let _v1 = Operator::start(&cluster, v1).await;
     let mark = cluster.audit_mark();
-    let cr = json!({
-        "apiVersion": "models.titanml.co/v1alpha2",
-        "kind": "ModelOrchestra",
-        "metadata": {"name": "mistakes", "namespace": cluster.namespace},
-        "spec": {"applications": {"chat": {
-            "readerConfig": {"modelName": "org/m", "device": "cpu"},
-            "modelCache": {"enabled": true, "size": "40gb"},
-            "env": [{"name": "A=B", "value": "x"}],
-            "podLabels": {"bad key!": "x"}
-        }}}
-    });
-    cluster.kubectl_with_input(&["apply", "-f", "-"], &serde_json::to_string(&cr).unwrap());
+    let cr = |size: &str| {
+        json!({
+            "apiVersion": "models.titanml.co/v1alpha2",
+            "kind": "ModelOrchestra",
+            "metadata": {"name": "mistakes", "namespace": cluster.namespace},
+            "spec": {"applications": {"chat": {
+                "readerConfig": {"modelName": "org/m", "device": "cpu"},
+                "modelCache": {"enabled": true, "size": size},
+                "resources": {"limits": {"memory": "2gb"}},
+                "env": [{"name": "A=B", "value": "x"}],
+                "podLabels": {"bad key!": "x"}
+            }}}
+        })
+    };
+    // The cache size is a quantity the CRD checks itself: kubectl apply is refused.
+    let refused = std::process::Command::new(local_cluster::tools::bin_dir().join("kubectl"))
+        .args(["apply", "-n", &cluster.namespace, "-f", "-"])
+        .env("KUBECONFIG", &cluster.kubeconfig)
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(serde_json::to_string(&cr("40gb")).unwrap().as_bytes())?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && stderr.contains("modelCache.size"), "{stderr}");
+
+    // The other mistakes pass the CRD and are all reported by the operator, at once.
+    cluster.kubectl_with_input(&["apply", "-f", "-"], &serde_json::to_string(&cr("40Gi")).unwrap());
     let cr = eventually("the CR reports RenderFailed", || async {
         let cr = cluster.mo_api_at(ApiVersion::V1alpha2).get("mistakes").await.ok()?;
         (ready_condition(&cr)?["reason"] == "RenderFailed").then_some(cr)
@@ -308,11 +328,12 @@ async fn a_malformed_cache_size_and_two_more_mistakes_are_refused_at_once_and_no
     .await;
     let message = ready_condition(&cr).unwrap()["message"].as_str().unwrap().to_string();
     assert!(message.contains("3 errors"), "{message}");
-    for field in [
-        "spec.applications.chat.modelCache.size",
+    let fields = [
+        "spec.applications.chat.resources.limits.memory",
         "spec.applications.chat.env[0].name",
         "spec.applications.chat.podLabels.bad key!",
-    ] {
+    ];
+    for field in fields {
         assert!(message.contains(field), "{field} in {message}");
     }
     if cluster.audit().is_some() {

@@ -298,3 +298,22 @@ fn every_template_slot_is_a_string_field() {
         assert!(objects.iter().any(|o| o.kind == kind), "{kind:?} not rendered");
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases() / 10, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// The success prompt is sent to the candidate, never rendered: whatever it holds (huge,
+    /// NUL, template syntax), every object is the same as with a plain prompt.
+    #[test]
+    fn a_hostile_promotion_prompt_changes_no_object(prompt in hostile_string()) {
+        let with_prompt = |p: &str| {
+            let mut cr = cr_v1alpha2_with(&vec!["x".to_string(); slots()]);
+            cr["spec"]["applications"]["chat"]["promotion"] = serde_json::json!({"enabled": true, "prompt": p});
+            render_v1alpha2_value(&cr)
+        };
+        prop_assume!(!prompt.trim().is_empty());
+        let plain = with_prompt("Are you ready?");
+        prop_assert!(plain.iter().any(|o| o.name.ends_with("-chat-candidate")));
+        prop_assert_eq!(with_prompt(&prompt), plain);
+    }
+}

@@ -49,6 +49,18 @@ pub fn cluster_role(name: &str) -> ClusterRole {
     }
 }
 
+/// What an operator run outside the cluster (`make run`, the e2e tests) needs beyond
+/// [`cluster_role`]: `create` on `services/proxy`, to ask promotion candidates through the
+/// API server's service proxy. In the cluster it talks to gateways directly, so the
+/// installed ClusterRole leaves this out.
+pub fn out_of_cluster_role(name: &str) -> ClusterRole {
+    ClusterRole {
+        metadata: ObjectMeta { name: Some(name.to_string()), ..Default::default() },
+        rules: Some(vec![rule("", &["services/proxy"], &["create"])]),
+        ..Default::default()
+    }
+}
+
 pub fn cluster_role_yaml(name: &str) -> String {
     serde_yaml::to_string(&cluster_role(name)).expect("a ClusterRole serialises")
 }

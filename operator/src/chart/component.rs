@@ -12,6 +12,9 @@ pub enum Component {
     Gateway,
     /// The application with this key in `spec.applications`.
     Application(String),
+    /// The candidate of the application with this key: a revision being verified before it
+    /// serves (verified promotion).
+    Candidate(String),
 }
 
 impl Component {
@@ -21,6 +24,7 @@ impl Component {
             Component::Release => None,
             Component::Gateway => Some("gateway".into()),
             Component::Application(name) => Some(format!("application-{name}")),
+            Component::Candidate(name) => Some(format!("candidate-{name}")),
         }
     }
 }
@@ -32,6 +36,7 @@ impl fmt::Display for Component {
             Component::Release => f.write_str("release"),
             Component::Gateway => f.write_str("gateway"),
             Component::Application(name) => f.write_str(name),
+            Component::Candidate(name) => write!(f, "{name} (candidate)"),
         }
     }
 }

@@ -89,6 +89,9 @@ struct ComponentContext<'a> {
     /// The application's key in `spec.applications`; absent for the gateway.
     #[serde(skip_serializing_if = "Option::is_none")]
     app: Option<&'a str>,
+    /// The candidate of a revision being verified, not the application's own pods.
+    #[serde(skip)]
+    candidate: bool,
     selector_labels: BTreeMap<String, String>,
     pod_labels: BTreeMap<String, String>,
     pod_annotations: BTreeMap<String, String>,
@@ -257,7 +260,10 @@ impl Applications<'_> {
     pub(super) fn components(&self) -> impl Iterator<Item = (&str, Component)> {
         self.contexts.iter().flat_map(|c| {
             let cache = c.model_cache.iter().flat_map(|m| [m.claim.name.as_str(), m.job.name.as_str()]);
-            let component = c.app.map(|app| Component::Application(app.to_string()));
+            let component = c.app.map(|app| match c.candidate {
+                true => Component::Candidate(app.to_string()),
+                false => Component::Application(app.to_string()),
+            });
             std::iter::once(c.name.as_str()).chain(cache).filter_map(move |name| Some((name, component.clone()?)))
         })
     }
@@ -351,7 +357,7 @@ impl<'a> Release<'a> {
                 namespace: self.namespace,
                 internal_port: self.values.gateway.internal_port,
             };
-            contexts.push(application_component(
+            contexts.extend(application_components(
                 &ctx,
                 app,
                 &self.values.template_env,
@@ -586,6 +592,7 @@ fn gateway_component<'a>(
         meta: Meta { name: name.to_string(), labels: m.labels },
         name: name.to_string(),
         app: None,
+        candidate: false,
         selector_labels: m.selector,
         pod_labels: m.pod_labels,
         pod_annotations: m.pod_annotations,
@@ -628,19 +635,71 @@ fn application_env(own: &[EnvVar], template: &[EnvVar], required: Vec<EnvVar>) -
     env
 }
 
+/// The pod-template annotation naming an application's revision (verified promotion): a
+/// hash of what its pods run — image, env, configuration, volumes, pod settings.
+pub const REVISION_ANNOTATION: &str = "models.titanml.co/revision";
+
+/// How an application's pods are rendered: as the application itself, or as the candidate
+/// of a revision being verified.
+#[derive(Clone, Copy)]
+enum Role<'r> {
+    Production,
+    /// Registered with the gateway under this consumer group (no production traffic).
+    Candidate {
+        group: &'r str,
+    },
+}
+
+/// The revision of a rendered application: the hash of what its pods run.
+fn revision(c: &ComponentContext) -> String {
+    let identity =
+        serde_json::json!([c.image, c.env, c.config_yaml, c.pod_labels, c.pod_annotations, c.models_volume, c.values]);
+    hex_sha256(&identity.to_string())[..10].to_string()
+}
+
+/// The application's context, and, when it has verified promotion, its candidate's: the
+/// same pods registered with the gateway under the consumer group `verify-<revision>`,
+/// one replica, its own name and component (`candidate-<application>`) so no selector of
+/// the application reaches it. Both carry the revision's annotation.
+fn application_components<'a>(
+    ctx: &AppContext,
+    app: &'a ApplicationModel,
+    template_env: &[EnvVar],
+    common: &BTreeMap<String, String>,
+    app_version: &str,
+) -> Result<Vec<ComponentContext<'a>>, InputError> {
+    let mut production = application_component(ctx, app, template_env, common, app_version, Role::Production)?;
+    if app.promotion.is_none() {
+        return Ok(vec![production]);
+    }
+    let rev = revision(&production);
+    let group = format!("verify-{rev}");
+    let mut candidate =
+        application_component(ctx, app, template_env, common, app_version, Role::Candidate { group: &group })?;
+    production.pod_annotations.insert(REVISION_ANNOTATION.into(), rev.clone());
+    candidate.pod_annotations.insert(REVISION_ANNOTATION.into(), rev);
+    Ok(vec![production, candidate])
+}
+
 fn application_component<'a>(
     ctx: &AppContext,
     app: &'a ApplicationModel,
     template_env: &[EnvVar],
     common: &BTreeMap<String, String>,
     app_version: &str,
+    role: Role,
 ) -> Result<ComponentContext<'a>, InputError> {
-    let name = format!("{}-{}", ctx.fullname, app.key);
+    let (name, component) = match role {
+        // The component label's length is checked with the other names (`validate`).
+        Role::Production => (format!("{}-{}", ctx.fullname, app.key), format!("application-{}", app.key)),
+        Role::Candidate { .. } => (format!("{}-{}-candidate", ctx.fullname, app.key), format!("candidate-{}", app.key)),
+    };
     check_generated(&name, ctx.field)?;
-    // Its length is checked with the other names (`validate`).
-    let component = format!("application-{}", app.key);
 
     let mut reader = snake_keys(&app.reader);
+    if let Role::Candidate { group } = role {
+        reader.insert("consumer_group".into(), Value::String(group.to_string()));
+    }
     reader.insert("internal_gateway_ip".into(), Value::String(ctx.gateway_name.to_string()));
     let mut server = Map::new();
     server.insert("internal_port".into(), Value::from(ctx.internal_port));
@@ -652,8 +711,10 @@ fn application_component<'a>(
     let pod = &app.pod;
     let mut m = pod_metadata(common, &component, pod, &config);
     let (resources, tolerations) = app.gpu_scheduling();
+    // The download Job and claim are the application's; a candidate mounts the same claim.
+    let cache_component = format!("application-{}", app.key);
     let model_cache = match &app.model_cache {
-        Some(cache) => Some(model_cache(ctx, app, cache, common, &component)?),
+        Some(cache) => Some(model_cache(ctx, app, cache, common, &cache_component)?),
         None => None,
     };
     let models_volume = match &model_cache {
@@ -672,7 +733,7 @@ fn application_component<'a>(
         None => app.models_volume.as_ref().map(std::borrow::Cow::Borrowed),
     };
 
-    let scaler = if app.scaling.enabled {
+    let scaler = if app.scaling.enabled && matches!(role, Role::Production) {
         let target = app.scaling.metric_target.to_string();
         let mut metadata = BTreeMap::new();
         metadata.insert(
@@ -687,28 +748,40 @@ fn application_component<'a>(
     } else {
         None
     };
-    let ingress = ingress(pod, &name, ctx.field)?;
+    let production = matches!(role, Role::Production);
+    let ingress = if production { ingress(pod, &name, ctx.field)? } else { None };
+    let replicas = match role {
+        Role::Production if scaler.is_some() => None,
+        Role::Production => Some(pod.replica_count),
+        Role::Candidate { .. } => Some(1),
+    };
 
     Ok(ComponentContext {
         meta: Meta { name: name.clone(), labels: m.labels },
-        replicas: if scaler.is_some() { None } else { Some(pod.replica_count) },
+        replicas,
         name,
         app: Some(&app.key),
+        candidate: !production,
         selector_labels: m.selector,
         pod_labels: m.pod_labels,
         pod_annotations: m.pod_annotations,
         image: image(&pod.image, app_version, "gpu"),
         env: application_env(&app.own_env, template_env, (ctx.rules.required_application_env)()),
         models_volume,
-        model_cache,
+        model_cache: if production { model_cache } else { None },
         config_yaml: config,
         ingress,
         scaler,
-        strategy: app.strategy.as_ref(),
+        // A candidate replaces its pod whole: a surge would need room for a second one.
+        strategy: if production { app.strategy.as_ref() } else { Some(&RECREATE) },
         progress_deadline_seconds: app.progress_deadline_seconds,
         values: pod_context(pod, resources, tolerations),
     })
 }
+
+static RECREATE: std::sync::LazyLock<k8s_openapi::api::apps::v1::DeploymentStrategy> = std::sync::LazyLock::new(|| {
+    k8s_openapi::api::apps::v1::DeploymentStrategy { type_: Some("Recreate".into()), rolling_update: None }
+});
 
 /// The label (on the download Job) and pod-template annotation (on the Deployment) naming
 /// the revision of an application's model: its name, the downloader and the refresh value,

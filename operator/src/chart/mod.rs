@@ -22,7 +22,7 @@ use crate::model::Values;
 use crate::versions::{self, EmbeddedChart, ServedVersion};
 
 pub use component::Component;
-pub use context::{MANAGED_BY, MANAGED_BY_LABEL, MODEL_REVISION_LABEL};
+pub use context::{MANAGED_BY, MANAGED_BY_LABEL, MODEL_REVISION_LABEL, REVISION_ANNOTATION};
 pub use render::{to_yaml_stream, Rendered, RenderedObject};
 
 /// The annotation of `Chart.yaml` naming the ModelOrchestra version a chart serves (none

@@ -188,7 +188,7 @@ impl Chart {
                     return Err(chart_error(format!("renders {} `{}` a second time", object.kind.kind(), object.name)));
                 }
                 // A later shard contributes only its applications' objects.
-                if first || matches!(object.component, Component::Application(_)) {
+                if first || matches!(object.component, Component::Application(_) | Component::Candidate(_)) {
                     objects.push(object);
                 }
             }

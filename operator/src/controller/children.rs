@@ -9,6 +9,7 @@ use futures::stream::BoxStream;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentCondition, DeploymentSpec};
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ApiResource, DynamicObject, PartialObjectMeta};
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -101,8 +102,22 @@ pub(super) fn watch(client: &Client, namespace: Option<&str>, kinds: &[Kind]) ->
                     slim(&mut d.metadata);
                     // Readiness needs replicas, the status counts and whether the rollout is
                     // past its deadline; the pod template is the bulk.
+                    // The revision its pods run (verified promotion) is kept.
                     if let Some(spec) = d.spec.as_mut() {
-                        *spec = DeploymentSpec { replicas: spec.replicas, ..Default::default() };
+                        let revision = spec
+                            .template
+                            .metadata
+                            .as_ref()
+                            .and_then(|m| m.annotations.as_ref())
+                            .and_then(|a| a.get(crate::chart::REVISION_ANNOTATION))
+                            .cloned();
+                        let mut template = PodTemplateSpec::default();
+                        if let Some(revision) = revision {
+                            let annotations = [(crate::chart::REVISION_ANNOTATION.to_string(), revision)].into();
+                            template.metadata =
+                                Some(ObjectMeta { annotations: Some(annotations), ..Default::default() });
+                        }
+                        *spec = DeploymentSpec { replicas: spec.replicas, template, ..Default::default() };
                     }
                     if let Some(status) = d.status.as_mut() {
                         let conditions = status.conditions.take().unwrap_or_default();

@@ -5,6 +5,7 @@
 
 mod children;
 mod pods;
+mod prober;
 mod reconciler;
 
 use std::collections::HashSet;
@@ -127,14 +128,23 @@ const REDISCOVERY_INTERVAL: Duration = Duration::from_secs(15);
 /// not serve becomes served (KEDA or the Prometheus Operator installed after the
 /// operator), the controller stops and starts again with that kind's watch, so the CRs
 /// that reported "install its CRD" are reconciled without restarting the process.
+/// The operator's clients of the API server.
+pub struct Clients {
+    pub api: Client,
+    /// For the probes of promotion candidates (through the API server's service proxy):
+    /// without kube's default retries.
+    pub probes: Client,
+}
+
 pub async fn run(
-    client: Client,
+    clients: Clients,
     chart: Chart,
     settings: Settings,
     metrics: Arc<Metrics>,
     on_ready: impl FnOnce(),
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> Result<(), StartError> {
+    let Clients { api: client, probes } = clients;
     let shutdown = futures::FutureExt::shared(Box::pin(shutdown));
     let mut served = tokio::select! {
         served = discover(&client, settings.line.serves) => served,
@@ -158,6 +168,7 @@ pub async fn run(
         };
         run_controller(
             &client,
+            &probes,
             chart.clone(),
             settings.clone(),
             metrics.clone(),
@@ -191,8 +202,10 @@ async fn newly_served(client: Client, served: Vec<Kind>, found: tokio::sync::wat
 }
 
 /// One run of the controller with the watches of `served`, until `stop` resolves.
+#[allow(clippy::too_many_arguments)]
 async fn run_controller(
     client: &Client,
+    probes: &Client,
     chart: Arc<Chart>,
     settings: Arc<Settings>,
     metrics: Arc<Metrics>,
@@ -215,7 +228,9 @@ async fn run_controller(
         Reporter { controller: "model-orchestra-operator".into(), instance: Some(settings.identity.clone()) },
     );
     let (concurrency, read_at) = (settings.concurrency, served.read_at);
-    let view = reconciler::ClusterView { client: client.clone(), caches, pods, served: served.kinds, read_at };
+    let (prober, woken) = prober::Prober::new(probes.clone(), prober::Route::detect(), metrics.clone());
+    let woken = futures::stream::unfold(woken, |mut rx| async move { rx.recv().await.map(|r| (r, rx)) });
+    let view = reconciler::ClusterView { client: client.clone(), caches, pods, served: served.kinds, read_at, prober };
     let ctx = Arc::new(Context::new(view, chart, settings.clone(), metrics, recorder));
 
     let ar = ctx.cr_resource();
@@ -271,6 +286,8 @@ async fn run_controller(
         },
         (),
     );
+    // A probe's result reconciles its CR (verified promotion).
+    controller = controller.reconcile_on(woken);
     let ready_ctx = ctx.clone();
     let controller = controller.graceful_shutdown_on(stop).run(reconcile, error_policy, ctx);
     tokio::pin!(controller);

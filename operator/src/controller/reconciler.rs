@@ -13,13 +13,15 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::{json, Value};
 
 use super::children::Caches;
 use super::pods::Pods;
+use super::prober::{self, Prober};
 use super::Settings;
-use crate::chart::{Chart, Component};
+use crate::chart::{Chart, Component, RenderedObject};
 use crate::error::RenderError;
 use crate::operations::metrics::Metrics;
 use crate::reconcile::backoff::{Backoff, Retry};
@@ -27,11 +29,12 @@ use crate::reconcile::condition::{ConditionType, Reason};
 use crate::reconcile::drift::{combine, drift, Drift};
 use crate::reconcile::model::{self, Download};
 use crate::reconcile::plan::{self, ApplyPlan, Owner, PlannedObject, FIELD_MANAGER};
+use crate::reconcile::promotion;
 use crate::reconcile::routing::{self, Route, RoutingFacts};
 use crate::reconcile::status::{self, deployment_readiness, Health, Observed, Outcome, Report};
 use model_orchestra_api::kinds::Kind;
 use model_orchestra_api::lines::{API_VERSION_ANNOTATION, ROUTING_LABEL};
-use model_orchestra_api::v1alpha2::ModelOrchestraStatus;
+use model_orchestra_api::v1alpha2::{ModelOrchestraStatus, ModelPhase, PromotionPhase, PromotionStatus};
 use model_orchestra_api::ApiVersion;
 
 /// Objects of one CR applied (or dry-run) at once.
@@ -47,6 +50,8 @@ pub(super) struct ClusterView {
     pub served: Vec<Kind>,
     /// The version CRs are read and their status written at.
     pub read_at: ApiVersion,
+    /// Asks candidates the success prompt.
+    pub prober: Prober,
 }
 
 /// What every reconcile reads: the cluster view, the chart and the settings.
@@ -56,6 +61,7 @@ pub(super) struct Context {
     pub pods: Pods,
     pub served: Vec<Kind>,
     pub read_at: ApiVersion,
+    pub(super) prober: Prober,
     pub chart: Arc<Chart>,
     pub settings: Arc<Settings>,
     pub metrics: Arc<Metrics>,
@@ -90,7 +96,7 @@ impl Context {
         metrics: Arc<Metrics>,
         recorder: Recorder,
     ) -> Self {
-        let ClusterView { client, caches, pods, served, read_at } = view;
+        let ClusterView { client, caches, pods, served, read_at, prober } = view;
         let backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(300));
         Context {
             client,
@@ -98,6 +104,7 @@ impl Context {
             pods,
             served,
             read_at,
+            prober,
             chart,
             settings,
             metrics,
@@ -111,6 +118,7 @@ impl Context {
     /// Drops everything kept about the CR `key` (deleted, or routed to another line).
     pub(super) fn forget(&self, key: &str) {
         self.memory.lock().expect("memory lock").remove(key);
+        self.prober.stop_all(key);
         self.backoff.succeeded(key);
         self.update_tracked();
     }
@@ -151,12 +159,19 @@ struct AppliedState {
     generation: Option<i64>,
     /// The CR's refresh annotation (it changes the render, not the generation).
     refresh_annotation: Option<String>,
+    /// The CR's retry-promotion annotation (likewise).
+    retry_annotation: Option<String>,
     /// The refresh value each cached application's model is downloaded for.
     refresh: BTreeMap<String, String>,
     hash: String,
     objects: Vec<Planned>,
     /// The render's warnings (the spec has not changed since).
     warnings: Vec<String>,
+    /// Each application's verified promotion, as last decided.
+    promotions: BTreeMap<String, PromotionStatus>,
+    /// Objects left as they were (an application whose new revision is being verified):
+    /// observed, never pruned.
+    held: Vec<Planned>,
     at: Instant,
 }
 
@@ -298,6 +313,8 @@ struct Cr<'a> {
     previous: ModelOrchestraStatus,
     /// `models.titanml.co/refresh`.
     refresh_annotation: Option<String>,
+    /// `models.titanml.co/retry-promotion`.
+    retry_annotation: Option<String>,
 }
 
 impl<'a> Cr<'a> {
@@ -311,6 +328,7 @@ impl<'a> Cr<'a> {
             generation: obj.metadata.generation,
             previous: obj.data.get("status").and_then(|s| serde_json::from_value(s.clone()).ok()).unwrap_or_default(),
             refresh_annotation: obj.annotations().get(model::REFRESH_ANNOTATION).cloned(),
+            retry_annotation: obj.annotations().get(promotion::RETRY_ANNOTATION).cloned(),
         }
     }
 
@@ -465,8 +483,10 @@ pub(super) fn error_policy(obj: Arc<DynamicObject>, err: &ReconcileError, ctx: A
 async fn reconcile_routed(cr: &Cr<'_>, ctx: &Context) -> Result<(Action, Changes), ReconcileError> {
     match since_last_apply(cr, ctx) {
         SinceLastApply::Unchanged(state) => {
-            let mut observed = observe(ctx, cr, &state.objects, &BTreeMap::new(), &state.refresh);
+            let all: Vec<Planned> = state.objects.iter().chain(&state.held).cloned().collect();
+            let mut observed = observe(ctx, cr, &all, &BTreeMap::new(), &state.refresh);
             observed.warnings = state.warnings.clone();
+            observed.promotions = state.promotions.clone();
             let status = report_applied(ctx, cr, observed, state.hash).await?;
             return Ok((Action::requeue(ctx.settings.resync), Changes { status, ..Default::default() }));
         }
@@ -475,26 +495,32 @@ async fn reconcile_routed(cr: &Cr<'_>, ctx: &Context) -> Result<(Action, Changes
         SinceLastApply::CacheBehind => return Ok((Action::requeue(Duration::from_secs(1)), Changes::default())),
         SinceLastApply::Changed => {}
     }
-    let Prepared { plan, refresh, warnings } = render_and_plan(cr, ctx)?;
+    let Prepared { plan, refresh, warnings, promotions } = render_and_plan(cr, ctx)?;
     dry_run(ctx, cr, &plan).await?;
     let applied = apply(ctx, cr, &plan).await?;
-    let pruned = prune(ctx, cr, &plan).await?;
+    let pruned = prune(ctx, cr, &plan, &promotions.held).await?;
     let deployments: BTreeMap<String, Deployment> = applied
         .iter()
         .filter(|(o, _)| o.kind == Kind::Deployment)
         .filter_map(|(o, a)| Some((o.name.clone(), serde_json::to_value(a).and_then(serde_json::from_value).ok()?)))
         .collect();
     let objects: Vec<Planned> = applied.iter().map(|(o, a)| planned(o, a)).collect();
-    let mut observed = observe(ctx, cr, &objects, &deployments, &refresh);
+    let held: Vec<Planned> = promotions.held.iter().map(held).collect();
+    let all: Vec<Planned> = objects.iter().chain(&held).cloned().collect();
+    let mut observed = observe(ctx, cr, &all, &deployments, &refresh);
     observed.warnings = warnings.clone();
+    observed.promotions = promotions.statuses.clone();
     let state = AppliedState {
         uid: cr.uid.clone(),
         generation: cr.generation,
         refresh_annotation: cr.refresh_annotation.clone(),
+        retry_annotation: cr.retry_annotation.clone(),
         refresh,
         hash: plan.hash.clone(),
         objects,
         warnings,
+        promotions: promotions.statuses,
+        held,
         at: Instant::now(),
     };
     ctx.remember(cr.key.clone(), state);
@@ -519,9 +545,13 @@ fn since_last_apply(cr: &Cr, ctx: &Context) -> SinceLastApply {
     // Not the CR's status.appliedHash: the cached CR often lags behind the status this
     // operator just wrote, and reading that as a change re-applied a third of the CRs of the
     // benchmark. The memory is what was applied; report_applied repairs the status.
-    let same_spec =
-        state.uid == cr.uid && state.generation == cr.generation && state.refresh_annotation == cr.refresh_annotation;
-    if !same_spec {
+    let same_spec = state.uid == cr.uid
+        && state.generation == cr.generation
+        && state.refresh_annotation == cr.refresh_annotation
+        && state.retry_annotation == cr.retry_annotation;
+    // A verification decides on every probe result, so its CR is planned again each time.
+    let verifying = state.promotions.values().any(|p| p.phase == PromotionPhase::Verifying);
+    if !same_spec || verifying {
         return SinceLastApply::Changed;
     }
     let since = state.at.elapsed();
@@ -542,6 +572,7 @@ struct Prepared {
     plan: ApplyPlan,
     refresh: BTreeMap<String, String>,
     warnings: Vec<String>,
+    promotions: Promotions,
 }
 
 /// Parses the CR strictly as the version this line serves, renders every object and plans
@@ -560,12 +591,12 @@ fn render_and_plan(cr: &Cr, ctx: &Context) -> Result<Prepared, ReconcileError> {
         .map_err(RenderError::from)?;
     let apps: Vec<&str> = values.applications.iter().flatten().map(|(k, _)| k.as_str()).collect();
     let refresh = model::refresh_values(cr.refresh_annotation.as_deref(), &apps, &cr.previous);
-    let rendered = ctx.chart.render(&cr.name, &cr.namespace, &values, &refresh)?;
+    let stack = ctx.chart.model(&values, &refresh)?;
+    let rendered = ctx.chart.render_model(&cr.name, &cr.namespace, &stack)?;
     let mut objects = rendered.objects;
-    let gates = downloads(ctx, cr, &model::cached_models(&objects), &refresh)
-        .into_iter()
-        .map(|(app, d)| (app, d.gate()))
-        .collect();
+    let downloads = downloads(ctx, cr, &model::cached_models(&objects), &refresh);
+    let promotions = promotions(ctx, cr, &stack, &mut objects, &downloads);
+    let gates = downloads.into_iter().map(|(app, d)| (app, d.gate())).collect();
     model::apply_gates(&mut objects, &gates);
     let plan = plan::plan(&cr.owner(serves.api_version()), objects);
     let unserved: Vec<String> = plan
@@ -577,7 +608,168 @@ fn render_and_plan(cr: &Cr, ctx: &Context) -> Result<Prepared, ReconcileError> {
     if !unserved.is_empty() {
         return Err(ReconcileError::Unserved(unserved.join(", ")));
     }
-    Ok(Prepared { plan, refresh, warnings: rendered.warnings.iter().map(ToString::to_string).collect() })
+    let warnings = rendered.warnings.iter().map(ToString::to_string).collect();
+    Ok(Prepared { plan, refresh, warnings, promotions })
+}
+
+/// An object left as it is: an application's Deployment or ConfigMap while its new
+/// revision is verified.
+#[derive(Debug, Clone)]
+struct Held {
+    kind: Kind,
+    name: String,
+    component: Component,
+}
+
+/// What verified promotion decided for a CR's applications.
+#[derive(Debug, Clone, Default)]
+struct Promotions {
+    statuses: BTreeMap<String, PromotionStatus>,
+    held: Vec<Held>,
+}
+
+fn held(h: &Held) -> Planned {
+    Planned {
+        kind: h.kind,
+        name: h.name.clone(),
+        component: h.component.clone(),
+        port: None,
+        version: None,
+        model: None,
+    }
+}
+
+/// Decides each promoted application's revision (see [`promotion::decide`]) and shapes the
+/// rendered objects to it: while a revision is verified, the application's Deployment and
+/// ConfigMap are taken out (left as they are, never pruned) and its candidate runs and is
+/// probed; once promoted, or when it serves, the candidate is taken out (pruned); a failed
+/// one keeps its candidate at zero replicas.
+fn promotions(
+    ctx: &Context,
+    cr: &Cr,
+    stack: &crate::model::Model,
+    objects: &mut Vec<RenderedObject>,
+    downloads: &BTreeMap<String, Download>,
+) -> Promotions {
+    let mut out = Promotions::default();
+    let cr_ref = ObjectRef::new_with(&cr.name, ctx.cr_resource()).within(&cr.namespace);
+    let gateway = objects.iter().find(|o| o.kind == Kind::Service && o.component == Component::Gateway).map(|s| {
+        let ports = s.object["spec"]["ports"].as_array().cloned().unwrap_or_default();
+        let http = ports.iter().find(|p| p["name"] == "http").or(ports.first()).and_then(|p| p["port"].as_u64());
+        (s.name.clone(), http.unwrap_or(80) as u16)
+    });
+    for app in &stack.applications {
+        let Some(settings) = &app.promotion else {
+            ctx.prober.stop(&cr.key, &app.key);
+            continue;
+        };
+        let production = Component::Application(app.key.clone());
+        let candidate = Component::Candidate(app.key.clone());
+        let Some(deployment) = objects.iter().find(|o| o.kind == Kind::Deployment && o.component == production) else {
+            continue;
+        };
+        let revision = revision_of(&deployment.object).unwrap_or_default();
+        let (name, candidate_name) = (deployment.name.clone(), format!("{}-candidate", deployment.name));
+        let live = ctx.caches.deployment(&cr.namespace, &name);
+        let live_revision = live.as_deref().and_then(|d| serde_json::to_value(d).ok()).and_then(|d| revision_of(&d));
+        let model = match downloads.get(&app.key) {
+            None => promotion::Model::Ready,
+            Some(d) => match d.phase {
+                ModelPhase::Ready => promotion::Model::Ready,
+                ModelPhase::Failed => promotion::Model::Failed(d.message.clone()),
+                _ => promotion::Model::Downloading(d.message.clone()),
+            },
+        };
+        let now = Time(k8s_openapi::jiff::Timestamp::now());
+        let thresholds = promotion::Thresholds {
+            success: settings.success_threshold.max(1) as u32,
+            failure: settings.failure_threshold.max(1) as u32,
+            deadline: Duration::from_secs(settings.deadline_seconds.max(1) as u64),
+        };
+        let mut facts = promotion::Facts {
+            revision: &revision,
+            live: live_revision.as_deref(),
+            previous: cr.previous.applications.get(&app.key).and_then(|a| a.promotion.as_ref()),
+            retry: cr.retry_annotation.as_deref(),
+            progress: None,
+            model,
+            thresholds,
+            now: &now,
+        };
+        // First without the prober's progress: which verification (revision and retry)
+        // this is; then with it.
+        let (first, first_status) = promotion::decide(&facts);
+        let progress;
+        if let (promotion::Decision::Verify { probe, .. }, Some((gateway, port))) = (&first, &gateway) {
+            let ready = *probe && candidate_ready(ctx, &cr.namespace, &candidate_name, &revision);
+            let id = format!("{revision}/{}", first_status.retry.as_deref().unwrap_or_default());
+            let ask = prober::Ask {
+                namespace: cr.namespace.clone(),
+                gateway: gateway.clone(),
+                port: *port,
+                group: format!("verify-{revision}"),
+                prompt: settings.prompt.clone(),
+                expect: settings.expect.clone(),
+                max_tokens: settings.max_tokens,
+                timeout: Duration::from_secs(settings.timeout_seconds.max(1) as u64),
+                period: Duration::from_secs(settings.period_seconds.max(1) as u64),
+                success_threshold: thresholds.success,
+                failure_threshold: thresholds.failure,
+            };
+            progress = ctx.prober.ensure(&cr_ref, &app.key, &id, ask, ready);
+            facts.progress = Some(&progress);
+        }
+        let (decision, status) = promotion::decide(&facts);
+        let set_candidate_replicas = |objects: &mut Vec<RenderedObject>, replicas: i32| {
+            for o in objects.iter_mut().filter(|o| o.kind == Kind::Deployment && o.component == candidate) {
+                o.object["spec"]["replicas"] = Value::from(replicas);
+            }
+        };
+        let mut hold = |objects: &mut Vec<RenderedObject>| {
+            for o in objects
+                .iter()
+                .filter(|o| o.component == production && matches!(o.kind, Kind::Deployment | Kind::ConfigMap))
+            {
+                out.held.push(Held { kind: o.kind, name: o.name.clone(), component: o.component.clone() });
+            }
+            objects.retain(|o| !(o.component == production && matches!(o.kind, Kind::Deployment | Kind::ConfigMap)));
+        };
+        match decision {
+            promotion::Decision::Serve | promotion::Decision::Promote => {
+                ctx.prober.stop(&cr.key, &app.key);
+                objects.retain(|o| o.component != candidate);
+            }
+            promotion::Decision::Verify { candidate_replicas, .. } => {
+                hold(objects);
+                set_candidate_replicas(objects, candidate_replicas);
+            }
+            promotion::Decision::Fail => {
+                ctx.prober.stop(&cr.key, &app.key);
+                hold(objects);
+                set_candidate_replicas(objects, 0);
+            }
+        }
+        out.statuses.insert(app.key.clone(), status);
+    }
+    out
+}
+
+/// The revision a Deployment's pod template carries (verified promotion).
+fn revision_of(deployment: &Value) -> Option<String> {
+    deployment["spec"]["template"]["metadata"]["annotations"][crate::chart::REVISION_ANNOTATION]
+        .as_str()
+        .map(str::to_string)
+}
+
+/// Whether the candidate Deployment runs `revision` and one of its pods is available.
+fn candidate_ready(ctx: &Context, namespace: &str, name: &str, revision: &str) -> bool {
+    let Some(d) = ctx.caches.deployment(namespace, name) else { return false };
+    let value = serde_json::to_value(&*d).unwrap_or_default();
+    let status = d.status.clone().unwrap_or_default();
+    revision_of(&value).as_deref() == Some(revision)
+        && status.observed_generation.unwrap_or(0) >= d.metadata.generation.unwrap_or(0)
+        && status.updated_replicas.unwrap_or(0) >= 1
+        && status.available_replicas.unwrap_or(0) >= 1
 }
 
 /// Where each cached application's download stands, and what its pods run on meanwhile.
@@ -648,12 +840,13 @@ async fn apply<'p>(
 
 /// Deletes what this CR's previous renders produced and this one does not (see
 /// [`plan::prune`] for what may be deleted).
-async fn prune(ctx: &Context, cr: &Cr<'_>, plan: &ApplyPlan) -> Result<usize, ReconcileError> {
+async fn prune(ctx: &Context, cr: &Cr<'_>, plan: &ApplyPlan, held: &[Held]) -> Result<usize, ReconcileError> {
     let owner = cr.owner(ctx.settings.line.serves.api_version());
     let mut pruned = 0;
     let children = ctx.caches.children(&cr.namespace, &cr.name);
     let existing: Vec<_> = children.iter().map(|c| c.existing.clone()).collect();
-    for gone in plan::prune(&owner, plan, &existing) {
+    let kept = |e: &&plan::Existing| !held.iter().any(|h| h.kind == e.kind && h.name == e.name);
+    for gone in plan::prune(&owner, plan, &existing).into_iter().filter(kept) {
         let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &cr.namespace, &gone.kind.resource());
         // The precondition makes sure a same-named object created since the cache saw it
         // is not the one deleted.
@@ -734,7 +927,7 @@ fn observe(
                     Component::Application(app) => {
                         observed.applications.insert(app.clone(), health);
                     }
-                    Component::Release => {}
+                    Component::Release | Component::Candidate(_) => {}
                 }
             }
             (Kind::Service, Component::Gateway) => {

@@ -10,8 +10,8 @@ use serde_json::Value;
 
 use model_orchestra_api::kinds::keda::{Advanced, Fallback, HpaConfig, ScalingModifiers};
 use model_orchestra_api::values::{
-    Downloader, GatewayConfig, Image, IngressValues, MetricTarget, ModelCache, ReaderConfig, Scaling, ScalingSpec,
-    ServiceAccountValues, ServiceValues,
+    Downloader, GatewayConfig, Image, IngressValues, MetricTarget, ModelCache, Promotion, ReaderConfig, Scaling,
+    ScalingSpec, ServiceAccountValues, ServiceValues,
 };
 
 /// Merging `overlay` into `self`, as Helm merges values.
@@ -202,6 +202,10 @@ fields! {
     ScalingModifiers { formula, target, activation_target, metric_type }
     ModelCache { enabled, size, storage_class_name, access_modes, downloader }
     Downloader { image, command, env, token_secret, backoff_limit }
+    Promotion {
+        enabled, prompt, expect, max_tokens, timeout_seconds, period_seconds, success_threshold, failure_threshold,
+        deadline_seconds,
+    }
 }
 
 #[cfg(test)]

@@ -152,7 +152,25 @@ pub struct ApplicationModel {
     pub strategy: Option<DeploymentStrategy>,
     /// The Deployment's progress deadline; `None`: Kubernetes' default.
     pub progress_deadline_seconds: Option<i32>,
+    /// Verified promotion, when enabled.
+    pub promotion: Option<PromotionSettings>,
     pub origin: Origin,
+}
+
+/// An enabled verified promotion, resolved: `values.yaml` ← `applicationTemplate.promotion`
+/// ← the application's own, key by key.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PromotionSettings {
+    pub prompt: String,
+    /// As written (its validity is checked with the other values).
+    pub expect: String,
+    pub max_tokens: i32,
+    pub timeout_seconds: i32,
+    pub period_seconds: i32,
+    pub success_threshold: i32,
+    pub failure_threshold: i32,
+    pub deadline_seconds: i32,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -178,6 +196,11 @@ pub struct ModelCacheSettings {
     pub backoff_limit: i32,
     /// The `models.titanml.co/refresh` value the model is downloaded for ("" if none).
     pub refresh: String,
+}
+
+/// A promotion's `expect` as a matcher: from the start of the answer, case-insensitively.
+pub fn expectation(expect: &str) -> Result<regex::Regex, regex::Error> {
+    regex::RegexBuilder::new(&format!("^(?:{expect})")).case_insensitive(true).build()
 }
 
 /// The extended resource of NVIDIA GPUs, and the taint GPU nodes carry.

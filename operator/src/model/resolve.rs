@@ -5,13 +5,13 @@
 //! not a literal in Rust.
 
 use k8s_openapi::api::core::v1::ResourceRequirements;
-use model_orchestra_api::values::ModelCache;
+use model_orchestra_api::values::{ModelCache, Promotion};
 
 use super::merge::Merge;
 use super::values::{ApplicationValues, GatewayValues, Values};
 use super::{
     ApplicationModel, ContractRules, GatewayModel, ImageSettings, IngressSettings, Model, ModelCacheSettings, Origin,
-    PodSettings, ScalingSettings, ServiceAccountSettings, ServiceSettings,
+    PodSettings, PromotionSettings, ScalingSettings, ServiceAccountSettings, ServiceSettings,
 };
 use crate::error::RenderError;
 
@@ -69,6 +69,24 @@ fn model_cache(merged: Option<ModelCache>) -> Result<Option<ModelCacheSettings>,
         refresh: String::new(),
     };
     Ok(required(merged.enabled, &format!("{at}.enabled"))?.then_some(settings))
+}
+
+/// The promotion settings, merged (`values.yaml` ← template ← own, key by key), when
+/// enabled. Every value is required of `values.yaml`.
+fn promotion(merged: Option<Promotion>) -> Result<Option<PromotionSettings>, RenderError> {
+    let Some(p) = merged else { return Ok(None) };
+    let at = "applicationTemplate.promotion";
+    let settings = PromotionSettings {
+        prompt: required(p.prompt, &format!("{at}.prompt"))?,
+        expect: required(p.expect, &format!("{at}.expect"))?,
+        max_tokens: required(p.max_tokens, &format!("{at}.maxTokens"))?,
+        timeout_seconds: required(p.timeout_seconds, &format!("{at}.timeoutSeconds"))?,
+        period_seconds: required(p.period_seconds, &format!("{at}.periodSeconds"))?,
+        success_threshold: required(p.success_threshold, &format!("{at}.successThreshold"))?,
+        failure_threshold: required(p.failure_threshold, &format!("{at}.failureThreshold"))?,
+        deadline_seconds: required(p.deadline_seconds, &format!("{at}.deadlineSeconds"))?,
+    };
+    Ok(required(p.enabled, &format!("{at}.enabled"))?.then_some(settings))
 }
 
 /// An extended resource (`nvidia.com/gpu`) cannot be overcommitted: the API server refuses
@@ -183,6 +201,7 @@ fn resolve_application(
     let target = required(scaling.metric_target, "applicationTemplate.scaling.metricTarget")?;
     let models_volume = a.models_volume.clone();
     let (strategy, progress_deadline_seconds) = (a.strategy.clone(), a.progress_deadline_seconds);
+    let promotion = promotion(a.promotion.clone())?;
     let model_cache = model_cache(a.model_cache.clone())?;
     let pod = pod_settings!(a, "applicationTemplate");
     Ok(ApplicationModel {
@@ -202,6 +221,7 @@ fn resolve_application(
         model_cache,
         strategy,
         progress_deadline_seconds,
+        promotion,
         origin,
     })
 }

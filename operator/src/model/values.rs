@@ -10,7 +10,8 @@ use k8s_openapi::api::core::v1::{
     SecurityContext, Toleration, Volume, VolumeMount,
 };
 use model_orchestra_api::values::{
-    GatewayConfig, Image, IngressValues, ModelCache, ReaderConfig, Scaling, ServiceAccountValues, ServiceValues,
+    GatewayConfig, Image, IngressValues, ModelCache, Promotion, ReaderConfig, Scaling, ServiceAccountValues,
+    ServiceValues,
 };
 
 use serde::{Deserialize, Serialize};
@@ -117,5 +118,6 @@ values! {
         model_cache: ModelCache => "modelCache",
         strategy: DeploymentStrategy => "strategy",
         progress_deadline_seconds: i32 => "progressDeadlineSeconds",
+        promotion: Promotion => "promotion",
     }
 }

@@ -18,6 +18,7 @@ pub struct Metrics {
     duration: Histogram,
     applied: Counter,
     pruned: Counter,
+    probes: Family<Labels, Counter>,
     pub leader: Gauge,
     /// CRs the operator keeps state for (its last apply, its failures).
     pub tracked: Gauge,
@@ -37,6 +38,7 @@ impl Metrics {
         let duration = Histogram::new(exponential_buckets(0.001, 2.0, 16));
         let applied = Counter::default();
         let pruned = Counter::default();
+        let probes = Family::<Labels, Counter>::default();
         let leader = Gauge::default();
         let tracked = Gauge::default();
         registry.register("reconciles", "Reconciles of routed ModelOrchestras, by result", reconciles.clone());
@@ -44,9 +46,14 @@ impl Metrics {
         registry.register("reconcile_duration_seconds", "Duration of reconciles", duration.clone());
         registry.register("objects_applied", "Objects sent with server-side apply", applied.clone());
         registry.register("objects_pruned", "Objects deleted because no longer rendered", pruned.clone());
+        registry.register(
+            "promotion_probes",
+            "Success prompts sent to candidates, by result (pass, fail, error, timeout)",
+            probes.clone(),
+        );
         registry.register("leader", "1 while this instance holds the leader lease", leader.clone());
         registry.register("tracked_resources", "ModelOrchestras the operator keeps state for", tracked.clone());
-        Metrics { registry, reconciles, errors, duration, applied, pruned, leader, tracked }
+        Metrics { registry, reconciles, errors, duration, applied, pruned, probes, leader, tracked }
     }
 
     pub fn observe_reconcile(&self, took: Duration, error_reason: Option<&str>) {
@@ -68,6 +75,11 @@ impl Metrics {
 
     pub fn count_pruned(&self, n: usize) {
         self.pruned.inc_by(n as u64);
+    }
+
+    /// One success prompt sent: `pass`, `fail` (a wrong answer), `error` or `timeout`.
+    pub fn count_probe(&self, result: &str) {
+        self.probes.get_or_create(&vec![("result", result.to_string())]).inc();
     }
 
     pub fn encode(&self) -> String {

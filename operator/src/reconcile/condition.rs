@@ -40,6 +40,11 @@ pub(crate) enum Reason {
     Unschedulable,
     /// A component's rollout is past its Deployment's progress deadline.
     RolloutStuck,
+    /// An application's new revision is being verified (its candidate asked the success
+    /// prompt); the previous revision serves meanwhile.
+    Verifying,
+    /// An application's new revision failed its verification; the previous one serves.
+    PromotionFailed,
     /// `Degraded=True`: the spec is legal but almost certainly wrong (the warnings name the
     /// fields); everything else may be fine.
     SpecWarnings,
@@ -70,6 +75,8 @@ impl Reason {
             Reason::Unschedulable => "Unschedulable",
             Reason::RolloutStuck => "RolloutStuck",
             Reason::SpecWarnings => "SpecWarnings",
+            Reason::Verifying => "Verifying",
+            Reason::PromotionFailed => "PromotionFailed",
             Reason::ModelDownloadFailed => "ModelDownloadFailed",
             Reason::RenderFailed => "RenderFailed",
             Reason::Invalid => "Invalid",

@@ -8,5 +8,6 @@ pub(crate) mod drift;
 pub(crate) mod model;
 pub(crate) mod plan;
 pub(crate) mod pod_health;
+pub(crate) mod promotion;
 pub mod routing;
 pub(crate) mod status;

@@ -13,7 +13,9 @@ use super::model::{refresh_done, Download};
 pub(crate) use super::pod_health::PodProblem;
 // v1alpha2's status is v1alpha1's plus each model and the last refresh: a v1alpha1 line
 // leaves those out, so it writes exactly the v1alpha1 status.
-use model_orchestra_api::v1alpha2::{ApplicationStatus, ModelOrchestraStatus, ModelPhase, ModelRefresh, ModelStatus};
+use model_orchestra_api::v1alpha2::{
+    ApplicationStatus, ModelOrchestraStatus, ModelPhase, ModelRefresh, ModelStatus, PromotionPhase, PromotionStatus,
+};
 
 /// How far the reconcile got.
 #[derive(Debug, Clone, PartialEq)]
@@ -79,6 +81,8 @@ pub(crate) struct Observed {
     pub refresh: Option<String>,
     /// What the render found legal but almost certainly wrong (each naming its field).
     pub warnings: Vec<String>,
+    /// Each application's verified promotion, when it has one.
+    pub promotions: BTreeMap<String, PromotionStatus>,
 }
 
 /// Readiness of one component from its Deployment (replicas may be owned by an autoscaler,
@@ -92,7 +96,7 @@ pub(crate) fn deployment_readiness(d: Option<&Deployment>) -> (ApplicationStatus
     let ready_replicas = d.status.as_ref().and_then(|s| s.ready_replicas).unwrap_or(0);
     let rollout = rollout(d);
     let ready = rollout == Rollout::Done && ready_replicas >= desired;
-    (ApplicationStatus { ready_replicas, desired_replicas: desired, ready, model: None }, rollout)
+    (ApplicationStatus { ready_replicas, desired_replicas: desired, ready, model: None, promotion: None }, rollout)
 }
 
 fn rollout(d: &Deployment) -> Rollout {
@@ -173,6 +177,27 @@ fn verdicts(outcome: &Outcome) -> [Verdict; 3] {
                     (true, Reason::ModelDownloadFailed, m),
                 ];
             }
+            let refused: Vec<String> = observed
+                .promotions
+                .iter()
+                .filter(|(_, p)| p.phase == PromotionPhase::Failed)
+                .map(|(app, p)| {
+                    let answer = p.answer.as_ref().map(|a| format!("; answer: {a:?}")).unwrap_or_default();
+                    let serving = match observed.applications.get(app) {
+                        Some(h) if h.replicas.ready_replicas > 0 => "the previous revision keeps serving",
+                        _ => "nothing serves yet",
+                    };
+                    format!("{app}: revision {}: {}{answer} ({serving})", p.revision, p.message)
+                })
+                .collect();
+            if !refused.is_empty() {
+                let m = format!("promotion failed: {}", refused.join("; "));
+                return [
+                    (false, Reason::PromotionFailed, m.clone()),
+                    (false, Reason::PromotionFailed, m.clone()),
+                    (true, Reason::PromotionFailed, m),
+                ];
+            }
             let mut verdicts = applied_verdicts(observed);
             if !observed.warnings.is_empty() {
                 let m =
@@ -192,7 +217,9 @@ fn verdicts(outcome: &Outcome) -> [Verdict; 3] {
 /// `(Ready, Progressing, Degraded)` of a CR whose objects are all applied.
 fn applied_verdicts(observed: &Observed) -> [Verdict; 3] {
     let model_waiting = |app: &str| observed.models.get(app).filter(|d| d.phase != ModelPhase::Ready);
-    let app_ready = |app: &str, h: &Health| h.replicas.ready && model_waiting(app).is_none();
+    let verifying = |app: &str| observed.promotions.get(app).filter(|p| p.phase == PromotionPhase::Verifying);
+    let app_ready =
+        |app: &str, h: &Health| h.replicas.ready && model_waiting(app).is_none() && verifying(app).is_none();
     let components = std::iter::once(("gateway", &observed.gateway))
         .chain(observed.applications.iter().map(|(k, v)| (k.as_str(), v)));
     let waiting: Vec<(&str, &Health)> = components.filter(|(name, h)| !app_ready(name, h)).collect();
@@ -246,13 +273,19 @@ fn applied_verdicts(observed: &Observed) -> [Verdict; 3] {
     }
     let described: Vec<String> = waiting
         .iter()
-        .map(|(name, h)| match model_waiting(name) {
-            Some(d) => format!("{name} (model {}: {})", d.phase.as_str(), d.message),
-            None => format!("{name} ({})", why(h)),
+        .map(|(name, h)| match (verifying(name), model_waiting(name)) {
+            (Some(p), _) => format!("{name} (verifying revision {}: {})", p.revision, p.message),
+            (None, Some(d)) => format!("{name} (model {}: {})", d.phase.as_str(), d.message),
+            (None, None) => format!("{name} ({})", why(h)),
         })
         .collect();
     let m = format!("waiting for {}", described.join(", "));
-    [(false, Reason::ApplicationsNotReady, m.clone()), (true, Reason::ApplicationsNotReady, m), fine]
+    let reason = if waiting.iter().any(|(name, _)| verifying(name).is_some()) {
+        Reason::Verifying
+    } else {
+        Reason::ApplicationsNotReady
+    };
+    [(false, reason, m.clone()), (true, reason, m), fine]
 }
 
 /// The next status. `lastTransitionTime` moves only when a condition's status flips; after
@@ -294,8 +327,10 @@ pub(crate) fn next_status(r: &Report) -> ModelOrchestraStatus {
                     .models
                     .get(k)
                     .map(|d| model_status(r.previous.applications.get(k).and_then(|a| a.model.as_ref()), d, r.now));
-                let ready = h.replicas.ready && model.as_ref().is_none_or(|m| m.phase == ModelPhase::Ready);
-                (k.clone(), ApplicationStatus { ready, model, ..h.replicas.clone() })
+                let promotion = observed.promotions.get(k).cloned();
+                let verified = promotion.as_ref().is_none_or(|p| p.phase == PromotionPhase::Promoted);
+                let ready = h.replicas.ready && verified && model.as_ref().is_none_or(|m| m.phase == ModelPhase::Ready);
+                (k.clone(), ApplicationStatus { ready, model, promotion, ..h.replicas.clone() })
             })
             .collect();
         next.applications_ready = Some(format!("{}/{}", apps.values().filter(|a| a.ready).count(), apps.len()));
@@ -349,7 +384,13 @@ mod tests {
 
     fn health(ready: bool) -> Health {
         Health {
-            replicas: ApplicationStatus { ready_replicas: i32::from(ready), desired_replicas: 1, ready, model: None },
+            replicas: ApplicationStatus {
+                ready_replicas: i32::from(ready),
+                desired_replicas: 1,
+                ready,
+                model: None,
+                promotion: None,
+            },
             rollout: if ready {
                 Rollout::Done
             } else {

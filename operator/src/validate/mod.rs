@@ -52,6 +52,9 @@ pub(crate) fn model(m: &Model) -> Findings {
         if let Some(strategy) = &app.strategy {
             errors.extend(deployment_strategy(strategy, &origin.path("strategy")).err());
         }
+        if let Some(promotion) = &app.promotion {
+            promotion_settings(promotion, &origin.path("promotion"), &mut errors);
+        }
     }
     // One error per field: a field both checks reach is reported once.
     let mut seen = std::collections::HashSet::new();
@@ -153,6 +156,32 @@ fn deployment_strategy(s: &k8s_openapi::api::apps::v1::DeploymentStrategy, field
         ));
     }
     Ok(())
+}
+
+/// A prompt to send and an `expect` that is a regular expression.
+fn promotion_settings(p: &crate::model::PromotionSettings, field: &str, out: &mut Vec<InputError>) {
+    if p.prompt.trim().is_empty() {
+        out.push(InputError::new(format!("{field}.prompt"), "must not be empty: it is what the candidate is asked"));
+    }
+    if let Err(e) = crate::model::expectation(&p.expect) {
+        let first = e.to_string().lines().last().unwrap_or_default().to_string();
+        out.push(InputError::new(
+            format!("{field}.expect"),
+            format!("`{}` is not a regular expression: {first}", p.expect),
+        ));
+    }
+    for (name, value) in [
+        ("maxTokens", p.max_tokens),
+        ("timeoutSeconds", p.timeout_seconds),
+        ("periodSeconds", p.period_seconds),
+        ("successThreshold", p.success_threshold),
+        ("failureThreshold", p.failure_threshold),
+        ("deadlineSeconds", p.deadline_seconds),
+    ] {
+        if value < 1 {
+            out.push(InputError::new(format!("{field}.{name}"), format!("{value} is less than the minimum 1")));
+        }
+    }
 }
 
 /// What KEDA's ScaledObject CRD refuses beyond the ModelOrchestra schema's own bounds.

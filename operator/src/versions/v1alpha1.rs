@@ -19,11 +19,8 @@ static CHART: EmbeddedChart = EmbeddedChart {
     values_json: include_str!(concat!(env!("OUT_DIR"), "/model-orchestra/values.json")),
 };
 
-static RULES: ContractRules = ContractRules {
-    config_root: "model-orchestra",
-    required_application_env,
-    trigger_targets_application: true,
-};
+static RULES: ContractRules =
+    ContractRules { config_root: "model-orchestra", required_application_env, trigger_targets_application: true };
 
 /// The reader runs headless and suffixes its reader ID, unless the user names the variable.
 pub(super) fn required_application_env() -> Vec<EnvVar> {
@@ -110,5 +107,6 @@ fn application(a: Application) -> ApplicationValues {
         model_cache: None,
         strategy: None,
         progress_deadline_seconds: None,
+        promotion: None,
     }
 }

@@ -71,6 +71,9 @@ impl ServedVersion for V1alpha2 {
         if template.and_then(|t| t.model_cache.as_ref()).is_none() {
             return Err("applicationTemplate.modelCache needs a default (with enabled: false)".into());
         }
+        if template.and_then(|t| t.promotion.as_ref()).is_none() {
+            return Err("applicationTemplate.promotion needs a default (with enabled: false)".into());
+        }
         Ok(())
     }
 }
@@ -102,5 +105,6 @@ fn application(a: Application) -> ApplicationValues {
         model_cache: a.model_cache,
         strategy: a.strategy,
         progress_deadline_seconds: a.progress_deadline_seconds,
+        promotion: a.promotion,
     }
 }

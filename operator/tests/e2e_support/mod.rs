@@ -424,6 +424,34 @@ async fn install_operator_rbac(client: &Client, routing: &str) {
         .await
         .expect("apply operator RBAC");
     }
+    // The tests run the operator outside the cluster: it asks promotion candidates through
+    // the API server's service proxy, which `make run` users have through their kubeconfig.
+    let name = deploy_options(routing).name();
+    let out_of_cluster = format!("{name}-out-of-cluster");
+    let mut role =
+        serde_json::to_value(model_orchestra_api::deploy::rbac::out_of_cluster_role(&out_of_cluster)).unwrap();
+    role["apiVersion"] = "rbac.authorization.k8s.io/v1".into();
+    role["kind"] = "ClusterRole".into();
+    let binding = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": out_of_cluster},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": out_of_cluster},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": OPERATOR_NAMESPACE}]
+    });
+    for (object, plural) in [(role, "clusterroles"), (binding, "clusterrolebindings")] {
+        let ar = kube::api::ApiResource {
+            group: "rbac.authorization.k8s.io".into(),
+            version: "v1".into(),
+            api_version: "rbac.authorization.k8s.io/v1".into(),
+            kind: object["kind"].as_str().unwrap().into(),
+            plural: plural.into(),
+        };
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+        api.patch(&out_of_cluster, &PatchParams::apply("e2e").force(), &Patch::Apply(&object))
+            .await
+            .expect("apply the out-of-cluster role");
+    }
     DONE.lock().unwrap().get_or_insert_with(HashSet::new).insert(routing.to_string());
 }
 

@@ -1,0 +1,329 @@
+//! The success prompt, asked off the reconcile path: one task per candidate being verified
+//! sends the prompt through the gateway's OpenAI-compatible API (`/v1/chat/completions`,
+//! `model` = the candidate's consumer group, temperature 0), at most a few requests in
+//! flight for the whole operator, each with a timeout, and wakes its CR's reconcile with
+//! every result. A slow model holds one slot, not a reconcile.
+//!
+//! The route to the gateway: in the cluster, its Service (`http://<gateway>.<ns>.svc:80`);
+//! outside (`make run`), the API server's service proxy
+//! (`/api/v1/namespaces/<ns>/services/<gateway>:http/proxy/…`), which needs `create` on
+//! `services/proxy`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use kube::api::DynamicObject;
+use kube::runtime::reflector::ObjectRef;
+use serde_json::{json, Value};
+use tokio::sync::{mpsc, Semaphore};
+
+use crate::operations::metrics::Metrics;
+use crate::reconcile::promotion::{matches, Progress};
+
+/// Requests in flight at once, for every candidate together.
+const IN_FLIGHT: usize = 4;
+/// The OpenAI-compatible API's path on the gateway.
+const COMPLETIONS: &str = "/v1/chat/completions";
+
+/// How the operator reaches gateways.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Route {
+    /// Directly, through the gateway Service's cluster DNS name (in the cluster).
+    Service,
+    /// Through the API server's service proxy (outside the cluster).
+    ApiServer,
+}
+
+impl Route {
+    /// The Service when running in a pod of the cluster, else the API server.
+    pub(super) fn detect() -> Route {
+        if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
+            Route::Service
+        } else {
+            Route::ApiServer
+        }
+    }
+}
+
+/// Where and what to ask.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Ask {
+    pub namespace: String,
+    /// The gateway Service and its port named `http` (the OpenAI-compatible API).
+    pub gateway: String,
+    pub port: u16,
+    /// The candidate's consumer group.
+    pub group: String,
+    pub prompt: String,
+    pub expect: String,
+    pub max_tokens: i32,
+    pub timeout: Duration,
+    pub period: Duration,
+    pub success_threshold: u32,
+    pub failure_threshold: u32,
+}
+
+struct Running {
+    /// The revision and retry value verified.
+    id: String,
+    progress: Arc<Mutex<Progress>>,
+    ready: Arc<std::sync::atomic::AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+pub(crate) struct Prober {
+    client: kube::Client,
+    route: Route,
+    slots: Arc<Semaphore>,
+    running: Mutex<HashMap<(String, String), Running>>,
+    wake: mpsc::UnboundedSender<ObjectRef<DynamicObject>>,
+    metrics: Arc<Metrics>,
+}
+
+/// Why a probe got no usable answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ProbeError {
+    #[error("no answer within {0}s")]
+    Timeout(u64),
+    #[error("the gateway answered {code}: {body}")]
+    Status { code: u16, body: String },
+    #[error("cannot reach the gateway: {0}")]
+    Unreachable(String),
+    #[error("the gateway's answer is not an OpenAI chat completion: {0}")]
+    Malformed(String),
+}
+
+impl Prober {
+    pub(crate) fn new(
+        client: kube::Client,
+        route: Route,
+        metrics: Arc<Metrics>,
+    ) -> (Prober, mpsc::UnboundedReceiver<ObjectRef<DynamicObject>>) {
+        let (wake, woken) = mpsc::unbounded_channel();
+        let prober = Prober {
+            client,
+            route,
+            slots: Arc::new(Semaphore::new(IN_FLIGHT)),
+            running: Mutex::new(HashMap::new()),
+            wake,
+            metrics,
+        };
+        (prober, woken)
+    }
+
+    /// Keeps a verification of `id` running for the application `app` of `cr` (a new one
+    /// replaces another revision's), probing once the candidate is `ready`; returns what it
+    /// has seen so far.
+    pub(crate) fn ensure(&self, cr: &ObjectRef<DynamicObject>, app: &str, id: &str, ask: Ask, ready: bool) -> Progress {
+        let key = (format!("{}/{}", cr.namespace.as_deref().unwrap_or_default(), cr.name), app.to_string());
+        let mut running = self.running.lock().expect("prober lock");
+        if let Some(r) = running.get(&key).filter(|r| r.id == id) {
+            r.ready.store(ready, std::sync::atomic::Ordering::Relaxed);
+            return r.progress.lock().expect("progress lock").clone();
+        }
+        let progress = Arc::new(Mutex::new(Progress::default()));
+        let ready_flag = Arc::new(std::sync::atomic::AtomicBool::new(ready));
+        let task = tokio::spawn(verify(
+            self.client.clone(),
+            self.route,
+            self.slots.clone(),
+            ask,
+            progress.clone(),
+            ready_flag.clone(),
+            self.wake.clone(),
+            cr.clone(),
+            self.metrics.clone(),
+        ));
+        running.insert(key, Running { id: id.to_string(), progress, ready: ready_flag, task });
+        Progress::default()
+    }
+
+    /// Stops verifying the application `app` of the CR `key` (`namespace/name`).
+    pub(crate) fn stop(&self, key: &str, app: &str) {
+        self.running.lock().expect("prober lock").remove(&(key.to_string(), app.to_string()));
+    }
+
+    /// Stops every verification of the CR `key`.
+    pub(crate) fn stop_all(&self, key: &str) {
+        self.running.lock().expect("prober lock").retain(|(k, _), _| k != key);
+    }
+}
+
+/// One verification: probes every `period` once the candidate is ready, until the answers
+/// decide it (the thresholds); each result wakes the CR's reconcile.
+#[allow(clippy::too_many_arguments)]
+async fn verify(
+    client: kube::Client,
+    route: Route,
+    slots: Arc<Semaphore>,
+    ask: Ask,
+    progress: Arc<Mutex<Progress>>,
+    ready: Arc<std::sync::atomic::AtomicBool>,
+    wake: mpsc::UnboundedSender<ObjectRef<DynamicObject>>,
+    cr: ObjectRef<DynamicObject>,
+    metrics: Arc<Metrics>,
+) {
+    loop {
+        if ready.load(std::sync::atomic::Ordering::Relaxed) {
+            let outcome = {
+                let Ok(_slot) = slots.acquire().await else { return };
+                match tokio::time::timeout(ask.timeout, send(&client, route, &ask)).await {
+                    Ok(outcome) => outcome,
+                    Err(_) => Err(ProbeError::Timeout(ask.timeout.as_secs())),
+                }
+            };
+            let done = {
+                let mut p = progress.lock().expect("progress lock");
+                p.probes += 1;
+                let result = match outcome {
+                    Ok(answer) => {
+                        let matched = matches(&ask.expect, &answer).unwrap_or(false);
+                        p.answer = Some(answer);
+                        p.error = None;
+                        if matched {
+                            p.passes += 1;
+                            p.failures = 0;
+                            "pass"
+                        } else {
+                            p.failures += 1;
+                            p.passes = 0;
+                            "fail"
+                        }
+                    }
+                    Err(e) => {
+                        let result = if matches!(e, ProbeError::Timeout(_)) { "timeout" } else { "error" };
+                        p.answer = None;
+                        p.error = Some(e.to_string());
+                        p.failures += 1;
+                        p.passes = 0;
+                        result
+                    }
+                };
+                metrics.count_probe(result);
+                p.passes >= ask.success_threshold || p.failures >= ask.failure_threshold
+            };
+            let _ = wake.send(cr.clone());
+            if done {
+                return;
+            }
+        }
+        tokio::time::sleep(ask.period).await;
+    }
+}
+
+/// The prompt as a chat completion request: deterministic sampling, no streaming.
+pub(crate) fn request_body(ask: &Ask) -> Value {
+    json!({
+        "model": ask.group,
+        "messages": [{"role": "user", "content": ask.prompt}],
+        "max_tokens": ask.max_tokens,
+        "temperature": 0,
+        "stream": false,
+    })
+}
+
+/// The answer's text: the first choice's message (or, from an older gateway, its `text`).
+pub(crate) fn answer_of(body: &[u8]) -> Result<String, ProbeError> {
+    let excerpt = || String::from_utf8_lossy(&body[..body.len().min(120)]).into_owned();
+    let value: Value =
+        serde_json::from_slice(body).map_err(|_| ProbeError::Malformed(format!("not JSON: {:?}", excerpt())))?;
+    let choice = &value["choices"][0];
+    choice["message"]["content"]
+        .as_str()
+        .or_else(|| choice["text"].as_str())
+        .map(str::to_string)
+        .ok_or_else(|| ProbeError::Malformed(format!("no choices[0].message.content in {:?}", excerpt())))
+}
+
+async fn send(client: &kube::Client, route: Route, ask: &Ask) -> Result<String, ProbeError> {
+    let body = serde_json::to_vec(&request_body(ask)).expect("a request serialises");
+    match route {
+        Route::ApiServer => {
+            let uri = format!(
+                "/api/v1/namespaces/{}/services/{}:{}/proxy{COMPLETIONS}",
+                ask.namespace, ask.gateway, ask.port
+            );
+            let request = http::Request::post(uri)
+                .header(http::header::CONTENT_TYPE, "application/json")
+                .body(body)
+                .expect("a valid request");
+            match client.request_text(request).await {
+                Ok(text) => answer_of(text.as_bytes()),
+                Err(kube::Error::Api(s)) => {
+                    Err(ProbeError::Status { code: s.code, body: s.message.chars().take(200).collect() })
+                }
+                Err(e) => Err(ProbeError::Unreachable(e.to_string())),
+            }
+        }
+        Route::Service => {
+            let uri = format!("http://{}.{}.svc:{}{COMPLETIONS}", ask.gateway, ask.namespace, ask.port);
+            let request = http::Request::post(uri)
+                .header(http::header::CONTENT_TYPE, "application/json")
+                .body(Full::new(Bytes::from(body)))
+                .expect("a valid request");
+            let http = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http();
+            let response = http.request(request).await.map_err(|e| ProbeError::Unreachable(e.to_string()))?;
+            let code = response.status().as_u16();
+            let bytes =
+                response.into_body().collect().await.map_err(|e| ProbeError::Unreachable(e.to_string()))?.to_bytes();
+            if !(200..300).contains(&code) {
+                return Err(ProbeError::Status {
+                    code,
+                    body: String::from_utf8_lossy(&bytes).chars().take(200).collect(),
+                });
+            }
+            answer_of(&bytes)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ask() -> Ask {
+        Ask {
+            namespace: "ns".into(),
+            gateway: "gw".into(),
+            port: 80,
+            group: "verify-abc".into(),
+            prompt: "Are you there? {{x}}\u{0}".into(),
+            expect: "yes".into(),
+            max_tokens: 8,
+            timeout: Duration::from_secs(1),
+            period: Duration::from_secs(1),
+            success_threshold: 1,
+            failure_threshold: 1,
+        }
+    }
+
+    #[test]
+    fn the_request_asks_the_candidates_group_deterministically() {
+        let body = request_body(&ask());
+        assert_eq!(body["model"], "verify-abc");
+        assert_eq!(body["temperature"], 0);
+        assert_eq!(body["messages"][0]["content"], "Are you there? {{x}}\u{0}", "the prompt is data, sent as written");
+    }
+
+    #[test]
+    fn the_answer_is_the_first_choices_message() {
+        let body = br#"{"choices":[{"message":{"role":"assistant","content":"Yes."}}]}"#;
+        assert_eq!(answer_of(body), Ok("Yes.".into()));
+        assert_eq!(answer_of(br#"{"choices":[{"text":"yes"}]}"#), Ok("yes".into()));
+    }
+
+    #[test]
+    fn a_body_that_is_not_a_chat_completion_is_a_clear_failure() {
+        assert!(matches!(answer_of(b"<html>502</html>"), Err(ProbeError::Malformed(m)) if m.contains("not JSON")));
+        assert!(matches!(answer_of(br#"{"error":"x"}"#), Err(ProbeError::Malformed(m)) if m.contains("choices[0]")));
+    }
+}

@@ -532,7 +532,7 @@ async fn reconcile_routed(cr: &Cr<'_>, ctx: &Context) -> Result<(Action, Changes
 
 enum SinceLastApply {
     /// Neither the CR's spec nor any child changed: the state of the last full apply.
-    Unchanged(AppliedState),
+    Unchanged(Box<AppliedState>),
     /// Nothing changed that the cache shows yet, but it has not seen every write of the last apply.
     CacheBehind,
     /// The spec or a child changed, or there was no apply yet: render and apply.
@@ -560,7 +560,7 @@ fn since_last_apply(cr: &Cr, ctx: &Context) -> SinceLastApply {
         .iter()
         .map(|o| drift(ctx.caches.version(o.kind, &cr.namespace, &o.name).as_deref(), o.version.as_deref(), since));
     match combine(children) {
-        Drift::Same => SinceLastApply::Unchanged(state.clone()),
+        Drift::Same => SinceLastApply::Unchanged(Box::new(state.clone())),
         Drift::CacheBehind => SinceLastApply::CacheBehind,
         Drift::Changed => SinceLastApply::Changed,
     }

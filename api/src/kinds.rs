@@ -19,6 +19,7 @@ pub enum Kind {
     PersistentVolumeClaim,
     Service,
     Deployment,
+    StatefulSet,
     Job,
     Ingress,
     ScaledObject,
@@ -26,12 +27,13 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 9] = [
+    pub const ALL: [Kind; 10] = [
         Kind::ServiceAccount,
         Kind::ConfigMap,
         Kind::PersistentVolumeClaim,
         Kind::Service,
         Kind::Deployment,
+        Kind::StatefulSet,
         Kind::Job,
         Kind::Ingress,
         Kind::ScaledObject,
@@ -49,6 +51,7 @@ impl Kind {
             Kind::PersistentVolumeClaim => "PersistentVolumeClaim",
             Kind::Service => "Service",
             Kind::Deployment => "Deployment",
+            Kind::StatefulSet => "StatefulSet",
             Kind::Job => "Job",
             Kind::Ingress => "Ingress",
             Kind::ScaledObject => "ScaledObject",
@@ -60,7 +63,7 @@ impl Kind {
     pub fn group(self) -> &'static str {
         match self {
             Kind::ServiceAccount | Kind::ConfigMap | Kind::PersistentVolumeClaim | Kind::Service => "",
-            Kind::Deployment => "apps",
+            Kind::Deployment | Kind::StatefulSet => "apps",
             Kind::Job => "batch",
             Kind::Ingress => "networking.k8s.io",
             Kind::ScaledObject => "keda.sh",
@@ -90,6 +93,7 @@ impl Kind {
             Kind::PersistentVolumeClaim => "persistentvolumeclaims",
             Kind::Service => "services",
             Kind::Deployment => "deployments",
+            Kind::StatefulSet => "statefulsets",
             Kind::Job => "jobs",
             Kind::Ingress => "ingresses",
             Kind::ScaledObject => "scaledobjects",
@@ -124,6 +128,7 @@ impl Kind {
             Kind::PersistentVolumeClaim => strict::<core::PersistentVolumeClaim>(obj),
             Kind::Service => strict::<core::Service>(obj),
             Kind::Deployment => strict::<apps::Deployment>(obj),
+            Kind::StatefulSet => strict::<apps::StatefulSet>(obj),
             Kind::Job => strict::<batch::Job>(obj),
             Kind::Ingress => strict::<net::Ingress>(obj),
             Kind::ScaledObject => strict::<keda::ScaledObject>(obj),

@@ -22,7 +22,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use crate::v1alpha1::Gateway;
-pub use crate::values::{Downloader, Image, ModelCache, Promotion, ReaderConfig, Scaling, ServiceAccountValues};
+pub use crate::values::{
+    BufferFloatType, DistributedLlama, Downloader, Engine, Image, ModelCache, Promotion, ReaderConfig, Scaling,
+    ServiceAccountValues, TakeoffEngine,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 pub const VERSION: &str = "v1alpha2";
@@ -129,6 +132,9 @@ component! {
         /// Verified promotion: a new revision takes traffic only after it answers a success
         /// prompt; until then the previous one keeps serving, untouched.
         pub promotion: Promotion,
+        /// The inference engine: Takeoff readers behind the gateway (the default), or a
+        /// distributed-llama group spread over several nodes.
+        pub engine: Engine,
     }
 }
 
@@ -183,6 +189,41 @@ pub struct ApplicationStatus {
     /// Where the verification of the application's newest revision stands.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub promotion: Option<PromotionStatus>,
+    /// A distributed-llama group: its members and where they run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<GroupStatus>,
+    /// Where clients reach the application directly (a distributed-llama group's API; Takeoff
+    /// readers are reached through the gateway).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+}
+
+/// A distributed-llama group: a root and its workers, one per node.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupStatus {
+    /// Members: the root and the workers.
+    pub nodes: i32,
+    /// Members ready.
+    pub ready: i32,
+    pub root: MemberStatus,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workers: Vec<MemberStatus>,
+    /// What the group waits for, when it does.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+}
+
+/// One member of a group.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MemberStatus {
+    /// 0 for the root, 1… for the workers (LeaderWorkerSet's `LWS_WORKER_INDEX`).
+    pub index: i32,
+    pub ready: bool,
+    /// The node it runs on.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub node: String,
 }
 
 /// A verified promotion: the revision it is about and how it went.

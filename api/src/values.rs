@@ -365,3 +365,91 @@ pub struct Promotion {
     #[schemars(range(min = 1))]
     pub deadline_seconds: Option<i32>,
 }
+
+/// An application's inference engine. Takeoff readers (registered with the gateway) unless
+/// `distributedLlama` is set, on the application or its template; `takeoff: {}` on an
+/// application keeps it a Takeoff application when the template chose distributed-llama.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Engine {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub takeoff: Option<TakeoffEngine>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub distributed_llama: Option<DistributedLlama>,
+}
+
+/// The Takeoff engine: readers behind the gateway, configured by `readerConfig`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TakeoffEngine {}
+
+/// distributed-llama: one model served by a root (its OpenAI-compatible API server) and
+/// `nodes - 1` workers, one per node, each holding a slice of the model. The model
+/// (`readerConfig.modelName`, a distributed-llama model name such as `qwen3_0.6b_q40`) is
+/// downloaded into the application's model cache; only the root reads it and sends each
+/// worker its slice.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DistributedLlama {
+    /// Members of the group, the root included: a power of two from 1 to 64 (and at most
+    /// the model's number of key-value heads).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-validations" = [{
+        "rule": "self in [1, 2, 4, 8, 16, 32, 64]",
+        "message": "nodes is the root and its workers: a power of two from 1 to 64"
+    }]))]
+    pub nodes: Option<i32>,
+    /// The image with `dllama` and `dllama-api` (a full reference).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// Threads of each member.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub nthreads: Option<i32>,
+    /// The synchronisation type between members (`q80` for q40 models).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buffer_float_type: Option<BufferFloatType>,
+    /// The longest sequence (sizes the key-value cache; 0: the model's own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub max_seq_len: Option<i32>,
+    /// The port of the workers and of the root's API.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: Option<i32>,
+    /// The container that downloads the model in distributed-llama's format into the cache
+    /// (its `MODEL_NAME` and `MODELS_DIR`, as for Takeoff applications).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub downloader: Option<DllamaDownloader>,
+}
+
+/// How a distributed-llama model reaches the model cache.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DllamaDownloader {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
+}
+
+/// The float type members exchange activations in.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum BufferFloatType {
+    F32,
+    F16,
+    Q40,
+    Q80,
+}
+
+impl BufferFloatType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BufferFloatType::F32 => "f32",
+            BufferFloatType::F16 => "f16",
+            BufferFloatType::Q40 => "q40",
+            BufferFloatType::Q80 => "q80",
+        }
+    }
+}

@@ -14,11 +14,14 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use super::names::{self, check_generated};
+use super::names::{self, check_generated, Meta};
+use super::MODELS_DIR;
 use super::{Chart, Component};
 use crate::error::{InputError, RenderError};
 use crate::model::snake_case;
-use crate::model::{ApplicationModel, ContractRules, GatewayModel, Model, ModelCacheSettings, PodSettings};
+use crate::model::{
+    ApplicationModel, ContractRules, EngineModel, GatewayModel, Model, ModelCacheSettings, PodSettings,
+};
 use model_orchestra_api::names::{is_dns_label, is_dns_subdomain, is_label_value};
 use model_orchestra_api::values::{IngressTls, PullPolicy, ScalingSpec, ServiceType};
 
@@ -92,6 +95,9 @@ struct ComponentContext<'a> {
     /// The candidate of a revision being verified, not the application's own pods.
     #[serde(skip)]
     candidate: bool,
+    /// A distributed-llama group (its root and workers) instead of Takeoff readers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dllama: Option<super::group::GroupContext>,
     selector_labels: BTreeMap<String, String>,
     pod_labels: BTreeMap<String, String>,
     pod_annotations: BTreeMap<String, String>,
@@ -118,12 +124,6 @@ struct ComponentContext<'a> {
     progress_deadline_seconds: Option<i32>,
     /// The pod's and Service's settings, with the GPU rules applied.
     values: PodContext<'a>,
-}
-
-#[derive(Serialize)]
-struct Meta {
-    name: String,
-    labels: BTreeMap<String, String>,
 }
 
 /// A model cache as the templates see it: its PersistentVolumeClaim and download Job.
@@ -260,6 +260,8 @@ impl Applications<'_> {
     pub(super) fn components(&self) -> impl Iterator<Item = (&str, Component)> {
         self.contexts.iter().flat_map(|c| {
             let cache = c.model_cache.iter().flat_map(|m| [m.claim.name.as_str(), m.job.name.as_str()]);
+            let workers = c.dllama.iter().flat_map(|g| g.workers_name());
+            let cache = cache.chain(workers);
             let component = c.app.map(|app| match c.candidate {
                 true => Component::Candidate(app.to_string()),
                 false => Component::Application(app.to_string()),
@@ -593,6 +595,7 @@ fn gateway_component<'a>(
         name: name.to_string(),
         app: None,
         candidate: false,
+        dllama: None,
         selector_labels: m.selector,
         pod_labels: m.pod_labels,
         pod_annotations: m.pod_annotations,
@@ -669,6 +672,24 @@ fn application_components<'a>(
     app_version: &str,
 ) -> Result<Vec<ComponentContext<'a>>, InputError> {
     let mut production = application_component(ctx, app, template_env, common, app_version, Role::Production)?;
+    if let EngineModel::DistributedLlama(d) = &app.engine {
+        // No Takeoff configuration: its checksum would roll the root for nothing.
+        let mut root_annotations = production.pod_annotations.clone();
+        root_annotations.remove(CONFIG_CHECKSUM_ANNOTATION);
+        let base = super::group::GroupBase {
+            name: &production.name,
+            namespace: ctx.namespace,
+            field: ctx.field,
+            labels: &production.meta.labels,
+            pod_labels: &production.pod_labels,
+            selector: &production.selector_labels,
+            root_annotations,
+            env: application_env(&app.own_env, template_env, Vec::new()),
+            models_volume: production.models_volume.as_deref().cloned(),
+        };
+        production.dllama = Some(super::group::group(app, d, base)?);
+        return Ok(vec![production]);
+    }
     if app.promotion.is_none() {
         return Ok(vec![production]);
     }
@@ -762,6 +783,7 @@ fn application_component<'a>(
         name,
         app: Some(&app.key),
         candidate: !production,
+        dllama: None,
         selector_labels: m.selector,
         pod_labels: m.pod_labels,
         pod_annotations: m.pod_annotations,
@@ -787,8 +809,6 @@ static RECREATE: std::sync::LazyLock<k8s_openapi::api::apps::v1::DeploymentStrat
 /// the revision of an application's model: its name, the downloader and the refresh value,
 /// hashed. A new revision is a new Job, and rolls the application's pods.
 pub const MODEL_REVISION_LABEL: &str = "models.titanml.co/model-revision";
-/// Where the engine reads models, and the model cache is mounted.
-pub(super) const MODELS_DIR: &str = "/code/models";
 
 /// The claim and download Job of an application's model cache.
 fn model_cache<'a>(
@@ -806,6 +826,11 @@ fn model_cache<'a>(
             "a model cache downloads readerConfig.modelName: set it",
         ));
     }
+    // distributed-llama's files are named by the model with `-` written `_`.
+    let model = match &app.engine {
+        EngineModel::DistributedLlama(_) => super::group::model_dir_name(&model),
+        EngineModel::Takeoff => model,
+    };
     let mut env = vec![env_var(("MODEL_NAME", &model)), env_var(("MODELS_DIR", MODELS_DIR))];
     if let Some(secret) = &cache.token_secret {
         let from =

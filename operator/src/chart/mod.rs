@@ -6,6 +6,7 @@
 mod component;
 mod config_yaml;
 mod context;
+mod group;
 mod names;
 mod render;
 mod yaml;
@@ -23,7 +24,11 @@ use crate::versions::{self, EmbeddedChart, ServedVersion};
 
 pub use component::Component;
 pub use context::{MANAGED_BY, MANAGED_BY_LABEL, MODEL_REVISION_LABEL, REVISION_ANNOTATION};
+pub use group::{POD_INDEX_LABEL, ROLE_LABEL};
 pub use render::{to_yaml_stream, Rendered, RenderedObject};
+
+/// Where an engine reads models, and the model cache is mounted.
+const MODELS_DIR: &str = "/code/models";
 
 /// The annotation of `Chart.yaml` naming the ModelOrchestra version a chart serves (none
 /// means `v1alpha1`).

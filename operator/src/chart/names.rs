@@ -2,8 +2,20 @@
 //! fit is an input error naming the field to change, never a silent truncation that could
 //! make two objects collide.
 
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
 use crate::error::InputError;
 use model_orchestra_api::names::{is_dns_label, MAX_LABEL};
+
+/// An object's name and labels, as the `metadata` partial prints them (a small object,
+/// because Handlebars clones a partial's context).
+#[derive(Serialize)]
+pub(super) struct Meta {
+    pub(super) name: String,
+    pub(super) labels: BTreeMap<String, String>,
+}
 
 /// Helm's `fullname`: `fullnameOverride`; else the release name if it already contains the
 /// chart name; else `<release>-<chart name>`; cut to 63 characters without a trailing `-`.

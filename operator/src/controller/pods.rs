@@ -5,12 +5,13 @@
 
 use futures::stream::BoxStream;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
+use k8s_openapi::api::core::v1::{Pod, PodCondition, PodSpec, PodStatus};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
 
-use crate::chart::{Component, MANAGED_BY, MANAGED_BY_LABEL};
+use crate::chart::{Component, MANAGED_BY, MANAGED_BY_LABEL, POD_INDEX_LABEL, ROLE_LABEL};
+use crate::reconcile::group::{self, Member, WORKERS_ANNOTATION};
 use crate::reconcile::pod_health::{newness, pod_problem, PodProblem};
 
 pub(super) const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
@@ -39,22 +40,28 @@ pub(super) fn watch(client: &Client, namespace: Option<&str>) -> (Pods, PodStrea
     (Pods { store }, stream)
 }
 
-/// Keeps the identity labels, the scheduling condition and the containers' waiting states.
+/// Keeps the identity labels (a group member's role and ordinal too), the node, the
+/// scheduling and readiness conditions and the containers' waiting states.
 fn slim(pod: &mut Pod) {
     let meta = &mut pod.metadata;
     meta.managed_fields = None;
-    meta.annotations = None;
+    // A group's root: the workers it started with.
+    meta.annotations = meta.annotations.take().and_then(|mut a| {
+        a.retain(|k, _| k == WORKERS_ANNOTATION);
+        (!a.is_empty()).then_some(a)
+    });
     meta.owner_references = None;
     if let Some(labels) = meta.labels.as_mut() {
-        labels.retain(|k, _| k == INSTANCE_LABEL || k == COMPONENT_LABEL);
+        labels.retain(|k, _| [INSTANCE_LABEL, COMPONENT_LABEL, ROLE_LABEL, POD_INDEX_LABEL].contains(&k.as_str()));
     }
-    pod.spec = None;
+    let node_name = pod.spec.take().and_then(|s| s.node_name);
+    pod.spec = node_name.map(|n| PodSpec { node_name: Some(n), ..Default::default() });
     if let Some(status) = pod.status.take() {
         let scheduled = status
             .conditions
             .into_iter()
             .flatten()
-            .filter(|c| c.type_ == "PodScheduled")
+            .filter(|c| c.type_ == "PodScheduled" || c.type_ == "Ready")
             .map(|c| PodCondition { last_probe_time: None, last_transition_time: None, ..c });
         let mut containers = status.container_statuses.unwrap_or_default();
         for c in &mut containers {
@@ -96,6 +103,23 @@ impl Pods {
             .filter_map(|p| Some((newness(&p), pod_problem(&p)?)))
             .max_by(|a, b| a.0.cmp(&b.0))
             .map(|(_, problem)| problem)
+    }
+
+    /// The members of the distributed-llama group of `component` of the release `release`
+    /// in `namespace`.
+    pub(super) fn members(&self, namespace: &str, release: &str, component: &Component) -> Vec<Member> {
+        let Some(label) = component.label_value() else { return Vec::new() };
+        self.store
+            .state()
+            .into_iter()
+            .filter(|p| {
+                let labels = p.metadata.labels.as_ref();
+                p.metadata.namespace.as_deref() == Some(namespace)
+                    && labels.and_then(|l| l.get(INSTANCE_LABEL)).map(String::as_str) == Some(release)
+                    && labels.and_then(|l| l.get(COMPONENT_LABEL)) == Some(&label)
+            })
+            .filter_map(|p| group::member(&p))
+            .collect()
     }
 
     /// The newest pod of the model download of `application` (component

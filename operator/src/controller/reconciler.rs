@@ -27,6 +27,7 @@ use crate::operations::metrics::Metrics;
 use crate::reconcile::backoff::{Backoff, Retry};
 use crate::reconcile::condition::{ConditionType, Reason};
 use crate::reconcile::drift::{combine, drift, Drift};
+use crate::reconcile::group;
 use crate::reconcile::model::{self, Download};
 use crate::reconcile::plan::{self, ApplyPlan, Owner, PlannedObject, FIELD_MANAGER};
 use crate::reconcile::promotion;
@@ -172,7 +173,16 @@ struct AppliedState {
     /// Objects left as they were (an application whose new revision is being verified):
     /// observed, never pruned.
     held: Vec<Planned>,
+    /// Each distributed-llama group, as its root was last gated.
+    groups: BTreeMap<String, Group>,
     at: Instant,
+}
+
+/// A distributed-llama group: its size and whether its root may run.
+#[derive(Debug, Clone, PartialEq)]
+struct Group {
+    nodes: i32,
+    gate: group::Gate,
 }
 
 /// The facts about an applied object that drift checks and status need.
@@ -484,7 +494,7 @@ async fn reconcile_routed(cr: &Cr<'_>, ctx: &Context) -> Result<(Action, Changes
     match since_last_apply(cr, ctx) {
         SinceLastApply::Unchanged(state) => {
             let all: Vec<Planned> = state.objects.iter().chain(&state.held).cloned().collect();
-            let mut observed = observe(ctx, cr, &all, &BTreeMap::new(), &state.refresh);
+            let mut observed = observe(ctx, cr, &all, &BTreeMap::new(), &state.refresh, &state.groups);
             observed.warnings = state.warnings.clone();
             observed.promotions = state.promotions.clone();
             let status = report_applied(ctx, cr, observed, state.hash).await?;
@@ -495,7 +505,7 @@ async fn reconcile_routed(cr: &Cr<'_>, ctx: &Context) -> Result<(Action, Changes
         SinceLastApply::CacheBehind => return Ok((Action::requeue(Duration::from_secs(1)), Changes::default())),
         SinceLastApply::Changed => {}
     }
-    let Prepared { plan, refresh, warnings, promotions } = render_and_plan(cr, ctx)?;
+    let Prepared { plan, refresh, warnings, promotions, groups } = render_and_plan(cr, ctx)?;
     dry_run(ctx, cr, &plan).await?;
     let applied = apply(ctx, cr, &plan).await?;
     let pruned = prune(ctx, cr, &plan, &promotions.held).await?;
@@ -507,7 +517,7 @@ async fn reconcile_routed(cr: &Cr<'_>, ctx: &Context) -> Result<(Action, Changes
     let objects: Vec<Planned> = applied.iter().map(|(o, a)| planned(o, a)).collect();
     let held: Vec<Planned> = promotions.held.iter().map(held).collect();
     let all: Vec<Planned> = objects.iter().chain(&held).cloned().collect();
-    let mut observed = observe(ctx, cr, &all, &deployments, &refresh);
+    let mut observed = observe(ctx, cr, &all, &deployments, &refresh, &groups);
     observed.warnings = warnings.clone();
     observed.promotions = promotions.statuses.clone();
     let state = AppliedState {
@@ -521,6 +531,7 @@ async fn reconcile_routed(cr: &Cr<'_>, ctx: &Context) -> Result<(Action, Changes
         warnings,
         promotions: promotions.statuses,
         held,
+        groups,
         at: Instant::now(),
     };
     ctx.remember(cr.key.clone(), state);
@@ -551,7 +562,13 @@ fn since_last_apply(cr: &Cr, ctx: &Context) -> SinceLastApply {
         && state.retry_annotation == cr.retry_annotation;
     // A verification decides on every probe result, so its CR is planned again each time.
     let verifying = state.promotions.values().any(|p| p.phase == PromotionPhase::Verifying);
-    if !same_spec || verifying {
+    // A group's root starts, stops and restarts with its workers' pods, which are not
+    // children: their gate is decided again.
+    let regated = state.groups.iter().any(|(app, g)| {
+        let members = ctx.pods.members(&cr.namespace, &cr.name, &Component::Application(app.clone()));
+        group::gate(g.nodes, &members) != g.gate
+    });
+    if !same_spec || verifying || regated {
         return SinceLastApply::Changed;
     }
     let since = state.at.elapsed();
@@ -573,6 +590,7 @@ struct Prepared {
     refresh: BTreeMap<String, String>,
     warnings: Vec<String>,
     promotions: Promotions,
+    groups: BTreeMap<String, Group>,
 }
 
 /// Parses the CR strictly as the version this line serves, renders every object and plans
@@ -598,6 +616,8 @@ fn render_and_plan(cr: &Cr, ctx: &Context) -> Result<Prepared, ReconcileError> {
     let promotions = promotions(ctx, cr, &stack, &mut objects, &downloads);
     let gates = downloads.into_iter().map(|(app, d)| (app, d.gate())).collect();
     model::apply_gates(&mut objects, &gates);
+    let groups = groups(ctx, cr, &stack);
+    group::apply_gates(&mut objects, &groups.iter().map(|(app, g)| (app.clone(), g.gate.clone())).collect());
     let plan = plan::plan(&cr.owner(serves.api_version()), objects);
     let unserved: Vec<String> = plan
         .objects
@@ -609,7 +629,22 @@ fn render_and_plan(cr: &Cr, ctx: &Context) -> Result<Prepared, ReconcileError> {
         return Err(ReconcileError::Unserved(unserved.join(", ")));
     }
     let warnings = rendered.warnings.iter().map(ToString::to_string).collect();
-    Ok(Prepared { plan, refresh, warnings, promotions })
+    Ok(Prepared { plan, refresh, warnings, promotions, groups })
+}
+
+/// Each distributed-llama group of the model, with its root's gate from its members' pods.
+fn groups(ctx: &Context, cr: &Cr, stack: &crate::model::Model) -> BTreeMap<String, Group> {
+    stack
+        .applications
+        .iter()
+        .filter_map(|app| match &app.engine {
+            crate::model::EngineModel::DistributedLlama(d) => {
+                let members = ctx.pods.members(&cr.namespace, &cr.name, &Component::Application(app.key.clone()));
+                Some((app.key.clone(), Group { nodes: d.nodes, gate: group::gate(d.nodes, &members) }))
+            }
+            crate::model::EngineModel::Takeoff => None,
+        })
+        .collect()
 }
 
 /// An object left as it is: an application's Deployment or ConfigMap while its new
@@ -899,6 +934,7 @@ fn observe(
     objects: &[Planned],
     fresh: &BTreeMap<String, Deployment>,
     refresh: &BTreeMap<String, String>,
+    groups: &BTreeMap<String, Group>,
 ) -> Observed {
     let models: BTreeMap<String, model::CachedModel> = objects
         .iter()
@@ -920,8 +956,20 @@ fn observe(
                     .cloned()
                     .or_else(|| ctx.caches.deployment(&cr.namespace, &o.name).map(|d| (*d).clone()));
                 let (replicas, rollout) = deployment_readiness(d.as_ref());
-                let problem = if replicas.ready { None } else { ctx.pods.problem(&cr.namespace, &cr.name, component) };
-                let health = Health { replicas, rollout, problem };
+                let mut health = Health { replicas, rollout, problem: None };
+                let group = match component {
+                    Component::Application(app) => groups.get(app).map(|g| (app, g)),
+                    _ => None,
+                };
+                if let Some((app, g)) = group {
+                    let members = ctx.pods.members(&cr.namespace, &cr.name, component);
+                    let previous = cr.previous.applications.get(app).and_then(|a| a.group.as_ref());
+                    let status = group::status(g.nodes, &members, &group::gate(g.nodes, &members), previous);
+                    health = group::health(health, status);
+                }
+                if !health.replicas.ready {
+                    health.problem = ctx.pods.problem(&cr.namespace, &cr.name, component);
+                }
                 match component {
                     Component::Gateway => observed.gateway = health,
                     Component::Application(app) => {
@@ -936,10 +984,18 @@ fn observe(
             _ => {}
         }
     }
+    // A group's API is the Service named as its root (the workers' is headless).
+    let roots: Vec<(&str, &Component)> =
+        objects.iter().filter(|o| o.kind == Kind::Deployment).map(|o| (o.name.as_str(), &o.component)).collect();
+    for o in objects.iter().filter(|o| o.kind == Kind::Service && roots.contains(&(o.name.as_str(), &o.component))) {
+        let Component::Application(app) = &o.component else { continue };
+        if let (true, Some(h)) = (groups.contains_key(app), observed.applications.get_mut(app)) {
+            h.replicas.address = Some(format!("{}.{}.svc:{}", o.name, cr.namespace, o.port.unwrap_or(80)));
+        }
+    }
     observed
 }
 
-/// Writes the status of a CR whose objects are all applied (if it changed).
 /// Writes the status of a CR whose objects are all applied, if it changed; returns the
 /// Ready condition's reason when it did.
 async fn report_applied(

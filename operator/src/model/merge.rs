@@ -10,8 +10,8 @@ use serde_json::Value;
 
 use model_orchestra_api::kinds::keda::{Advanced, Fallback, HpaConfig, ScalingModifiers};
 use model_orchestra_api::values::{
-    Downloader, GatewayConfig, Image, IngressValues, MetricTarget, ModelCache, Promotion, ReaderConfig, Scaling,
-    ScalingSpec, ServiceAccountValues, ServiceValues,
+    DistributedLlama, DllamaDownloader, Downloader, Engine, GatewayConfig, Image, IngressValues, MetricTarget,
+    ModelCache, Promotion, ReaderConfig, Scaling, ScalingSpec, ServiceAccountValues, ServiceValues,
 };
 
 /// Merging `overlay` into `self`, as Helm merges values.
@@ -95,6 +95,8 @@ replace!(
     model_orchestra_api::values::ServiceType,
     model_orchestra_api::values::Device,
     model_orchestra_api::values::MetricName,
+    model_orchestra_api::values::BufferFloatType,
+    model_orchestra_api::values::TakeoffEngine,
     model_orchestra_api::kinds::keda::FallbackBehavior
 );
 // A models volume replaces the template's whole; a Secret reference is one value.
@@ -202,6 +204,9 @@ fields! {
     ScalingModifiers { formula, target, activation_target, metric_type }
     ModelCache { enabled, size, storage_class_name, access_modes, downloader }
     Downloader { image, command, env, token_secret, backoff_limit }
+    Engine { takeoff, distributed_llama }
+    DistributedLlama { nodes, image, nthreads, buffer_float_type, max_seq_len, port, downloader }
+    DllamaDownloader { image, command }
     Promotion {
         enabled, prompt, expect, max_tokens, timeout_seconds, period_seconds, success_threshold, failure_threshold,
         deadline_seconds,

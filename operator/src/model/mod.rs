@@ -154,7 +154,31 @@ pub struct ApplicationModel {
     pub progress_deadline_seconds: Option<i32>,
     /// Verified promotion, when enabled.
     pub promotion: Option<PromotionSettings>,
+    pub engine: EngineModel,
     pub origin: Origin,
+}
+
+/// The inference engine of an application.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EngineModel {
+    /// Takeoff readers, registered with the gateway.
+    Takeoff,
+    /// A distributed-llama group.
+    DistributedLlama(DllamaSettings),
+}
+
+/// A distributed-llama group, resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DllamaSettings {
+    /// Members, the root included.
+    pub nodes: i32,
+    pub image: String,
+    pub nthreads: i32,
+    pub buffer_float_type: model_orchestra_api::values::BufferFloatType,
+    pub max_seq_len: i32,
+    pub port: i32,
+    pub downloader_image: String,
+    pub downloader_command: Vec<String>,
 }
 
 /// An enabled verified promotion, resolved: `values.yaml` ← `applicationTemplate.promotion`

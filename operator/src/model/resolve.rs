@@ -5,13 +5,14 @@
 //! not a literal in Rust.
 
 use k8s_openapi::api::core::v1::ResourceRequirements;
-use model_orchestra_api::values::{ModelCache, Promotion};
+use model_orchestra_api::values::{Engine, ModelCache, Promotion};
 
 use super::merge::Merge;
 use super::values::{ApplicationValues, GatewayValues, Values};
 use super::{
-    ApplicationModel, ContractRules, GatewayModel, ImageSettings, IngressSettings, Model, ModelCacheSettings, Origin,
-    PodSettings, PromotionSettings, ScalingSettings, ServiceAccountSettings, ServiceSettings,
+    ApplicationModel, ContractRules, DllamaSettings, EngineModel, GatewayModel, ImageSettings, IngressSettings, Model,
+    ModelCacheSettings, Origin, PodSettings, PromotionSettings, ScalingSettings, ServiceAccountSettings,
+    ServiceSettings,
 };
 use crate::error::RenderError;
 
@@ -27,9 +28,13 @@ pub fn resolve(defaults: &Values, spec: &Values, rules: &'static ContractRules) 
     let template = required(merged.application_template, "applicationTemplate")?;
     let template_env = template.env.clone().unwrap_or_default();
     let template_set = spec.application_template.as_ref().map(ApplicationValues::set_fields).unwrap_or_default();
+    let template_engine = spec.application_template.as_ref().and_then(|t| t.engine.as_ref());
     let applications = applications
         .into_iter()
-        .map(|(key, own)| resolve_application(&template, &template_set, key, own))
+        .map(|(key, own)| {
+            let dllama = chooses_distributed_llama(template_engine, own.engine.as_ref());
+            resolve_application(&template, &template_set, key, own, dllama)
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let gateway_set = spec.gateway.as_ref().map(GatewayValues::set_fields).unwrap_or_default();
     let gateway = resolve_gateway(required(merged.gateway, "gateway")?, gateway_set)?;
@@ -182,11 +187,40 @@ fn resolve_gateway(g: GatewayValues, own_set: Vec<&'static str>) -> Result<Gatew
     })
 }
 
+/// Whether an application is a distributed-llama group: its own `engine` decides, else the
+/// one the user's template sets (the chart's defaults choose nothing).
+fn chooses_distributed_llama(template: Option<&Engine>, own: Option<&Engine>) -> bool {
+    let choice = |e: &Engine| match (&e.takeoff, &e.distributed_llama) {
+        (Some(_), _) => Some(false),
+        (None, Some(_)) => Some(true),
+        (None, None) => None,
+    };
+    own.and_then(choice).or_else(|| template.and_then(choice)).unwrap_or(false)
+}
+
+/// The group settings (`values.yaml` ← template ← own, key by key).
+fn dllama(engine: Option<Engine>) -> Result<DllamaSettings, RenderError> {
+    let d = engine.and_then(|e| e.distributed_llama).unwrap_or_default();
+    let at = "applicationTemplate.engine.distributedLlama";
+    let downloader = d.downloader.unwrap_or_default();
+    Ok(DllamaSettings {
+        nodes: required(d.nodes, &format!("{at}.nodes"))?,
+        image: required(d.image, &format!("{at}.image"))?,
+        nthreads: required(d.nthreads, &format!("{at}.nthreads"))?,
+        buffer_float_type: required(d.buffer_float_type, &format!("{at}.bufferFloatType"))?,
+        max_seq_len: required(d.max_seq_len, &format!("{at}.maxSeqLen"))?,
+        port: required(d.port, &format!("{at}.port"))?,
+        downloader_image: required(downloader.image, &format!("{at}.downloader.image"))?,
+        downloader_command: required(downloader.command, &format!("{at}.downloader.command"))?,
+    })
+}
+
 fn resolve_application(
     template: &ApplicationValues,
     template_set: &[&'static str],
     key: String,
     own: ApplicationValues,
+    distributed_llama: bool,
 ) -> Result<ApplicationModel, RenderError> {
     let own_env = own.env.clone().unwrap_or_default();
     let origin = Origin {
@@ -202,7 +236,24 @@ fn resolve_application(
     let models_volume = a.models_volume.clone();
     let (strategy, progress_deadline_seconds) = (a.strategy.clone(), a.progress_deadline_seconds);
     let promotion = promotion(a.promotion.clone())?;
-    let model_cache = model_cache(a.model_cache.clone())?;
+    let engine =
+        if distributed_llama { EngineModel::DistributedLlama(dllama(a.engine.clone())?) } else { EngineModel::Takeoff };
+    // A group keeps its model in the cache (only its root reads it), downloaded in
+    // distributed-llama's format.
+    let model_cache = match &engine {
+        EngineModel::DistributedLlama(d) => {
+            let mut cache = model_cache(a.model_cache.clone().map(|mut c| {
+                c.enabled = Some(true);
+                c
+            }))?;
+            if let Some(cache) = &mut cache {
+                cache.image = d.downloader_image.clone();
+                cache.command = d.downloader_command.clone();
+            }
+            cache
+        }
+        EngineModel::Takeoff => model_cache(a.model_cache.clone())?,
+    };
     let pod = pod_settings!(a, "applicationTemplate");
     Ok(ApplicationModel {
         key,
@@ -222,6 +273,7 @@ fn resolve_application(
         strategy,
         progress_deadline_seconds,
         promotion,
+        engine,
         origin,
     })
 }

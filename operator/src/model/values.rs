@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{
     SecurityContext, Toleration, Volume, VolumeMount,
 };
 use model_orchestra_api::values::{
-    GatewayConfig, Image, IngressValues, ModelCache, Promotion, ReaderConfig, Scaling, ServiceAccountValues,
+    Engine, GatewayConfig, Image, IngressValues, ModelCache, Promotion, ReaderConfig, Scaling, ServiceAccountValues,
     ServiceValues,
 };
 
@@ -119,5 +119,6 @@ values! {
         strategy: DeploymentStrategy => "strategy",
         progress_deadline_seconds: i32 => "progressDeadlineSeconds",
         promotion: Promotion => "promotion",
+        engine: Engine => "engine",
     }
 }

@@ -96,7 +96,7 @@ pub(crate) fn deployment_readiness(d: Option<&Deployment>) -> (ApplicationStatus
     let ready_replicas = d.status.as_ref().and_then(|s| s.ready_replicas).unwrap_or(0);
     let rollout = rollout(d);
     let ready = rollout == Rollout::Done && ready_replicas >= desired;
-    (ApplicationStatus { ready_replicas, desired_replicas: desired, ready, model: None, promotion: None }, rollout)
+    (ApplicationStatus { ready_replicas, desired_replicas: desired, ready, ..Default::default() }, rollout)
 }
 
 fn rollout(d: &Deployment) -> Rollout {
@@ -388,8 +388,7 @@ mod tests {
                 ready_replicas: i32::from(ready),
                 desired_replicas: 1,
                 ready,
-                model: None,
-                promotion: None,
+                ..Default::default()
             },
             rollout: if ready {
                 Rollout::Done

@@ -46,6 +46,13 @@ fn application(a: &ApplicationValues, field: &str) -> Result<(), InputError> {
     if let Some(s) = &a.scaling {
         scaling(s, &format!("{field}.scaling"))?;
     }
+    if let Some(d) = a.engine.as_ref().and_then(|e| e.distributed_llama.as_ref()) {
+        let at = |name: &str| format!("{field}.engine.distributedLlama.{name}");
+        at_least(d.nthreads, 1, &at("nthreads"))?;
+        at_least(d.max_seq_len, 0, &at("maxSeqLen"))?;
+        at_least(d.port, 1, &at("port"))?;
+        at_most(d.port, 65535, &at("port"))?;
+    }
     Ok(())
 }
 

@@ -9,6 +9,7 @@
 //! an application's own field when it sets it, else `spec.applicationTemplate`'s.
 
 mod bounds;
+mod engine;
 mod network;
 mod pod;
 mod quantity;
@@ -55,6 +56,7 @@ pub(crate) fn model(m: &Model) -> Findings {
         if let Some(promotion) = &app.promotion {
             promotion_settings(promotion, &origin.path("promotion"), &mut errors);
         }
+        engine::errors(app, &m.written, &mut errors);
     }
     // One error per field: a field both checks reach is reported once.
     let mut seen = std::collections::HashSet::new();

@@ -42,8 +42,12 @@ pub(super) fn of(m: &Model) -> Vec<InputError> {
             };
             out.push(InputError::new(origin.path("tolerations"), message));
         }
-        probes_on_named_ports(&app.pod, origin, &mut out);
+        // A distributed-llama group has its own probe.
+        if app.engine == crate::model::EngineModel::Takeoff {
+            probes_on_named_ports(&app.pod, origin, &mut out);
+        }
         unknown_reader_keys(&app.reader, origin, &mut out);
+        super::engine::warnings(app, &mut out);
     }
     out
 }

@@ -108,5 +108,6 @@ fn application(a: Application) -> ApplicationValues {
         strategy: None,
         progress_deadline_seconds: None,
         promotion: None,
+        engine: None,
     }
 }

@@ -74,6 +74,9 @@ impl ServedVersion for V1alpha2 {
         if template.and_then(|t| t.promotion.as_ref()).is_none() {
             return Err("applicationTemplate.promotion needs a default (with enabled: false)".into());
         }
+        if template.and_then(|t| t.engine.as_ref()).and_then(|e| e.distributed_llama.as_ref()).is_none() {
+            return Err("applicationTemplate.engine.distributedLlama needs defaults (they apply to the applications that choose it)".into());
+        }
         Ok(())
     }
 }
@@ -106,5 +109,6 @@ fn application(a: Application) -> ApplicationValues {
         strategy: a.strategy,
         progress_deadline_seconds: a.progress_deadline_seconds,
         promotion: a.promotion,
+        engine: a.engine,
     }
 }

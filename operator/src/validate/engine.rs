@@ -1,0 +1,113 @@
+//! What an application's engine allows: a distributed-llama group is one group of `nodes`
+//! members (a power of two) whose root alone serves and reads the model from the model
+//! cache, so the settings of Takeoff's replicas that would be silently ignored are refused
+//! instead, each naming its field and the fix.
+
+use model_orchestra_api::values::BufferFloatType;
+
+use crate::error::InputError;
+use crate::model::{ApplicationModel, EngineModel, Values};
+
+/// The group sizes distributed-llama runs: its layers are split in powers of two.
+const GROUP_SIZES: [i32; 7] = [1, 2, 4, 8, 16, 32, 64];
+
+/// The errors of one application's engine.
+pub(super) fn errors(app: &ApplicationModel, written: &Values, out: &mut Vec<InputError>) {
+    let EngineModel::DistributedLlama(d) = &app.engine else { return };
+    let origin = &app.origin;
+    if !GROUP_SIZES.contains(&d.nodes) {
+        out.push(InputError::new(
+            nodes_field(app, written),
+            format!("{} is not a group size: nodes is the root and its workers, a power of two from 1 to 64", d.nodes),
+        ));
+    }
+    // The chart's default model is a Takeoff one.
+    if !model_named(app, written) {
+        out.push(InputError::new(
+            format!("{}.modelName", origin.path("readerConfig")),
+            "a distributed-llama application needs its model's name in distributed-llama's list (e.g. \
+             qwen3_0.6b_q40, llama3_2_1b_instruct_q40): set readerConfig.modelName",
+        ));
+    }
+    if app.scaling.enabled {
+        out.push(InputError::new(
+            format!("{}.enabled", origin.path("scaling")),
+            "a distributed-llama application is one group and does not autoscale: set scaling.enabled: false \
+             (engine.distributedLlama.nodes sizes the group)",
+        ));
+    }
+    if app.promotion.is_some() {
+        out.push(InputError::new(
+            format!("{}.enabled", origin.path("promotion")),
+            "verified promotion asks the gateway, which routes only Takeoff readers: set promotion.enabled: false \
+             for a distributed-llama application",
+        ));
+    }
+    if app.pod.replica_count != 1 {
+        out.push(InputError::new(
+            origin.path("replicaCount"),
+            format!(
+                "{} replicas of a distributed-llama application: it runs one group (engine.distributedLlama.nodes \
+                 sizes it); remove replicaCount",
+                app.pod.replica_count
+            ),
+        ));
+    }
+    for (i, _) in app.pod.volume_mounts.iter().enumerate().filter(|(_, m)| m.name == "config") {
+        out.push(InputError::new(
+            format!("{}[{i}].name", origin.path("volumeMounts")),
+            "a distributed-llama application has no Takeoff configuration volume `config`: mount a volume of your own",
+        ));
+    }
+    // The template's modelsVolume is for its Takeoff applications.
+    if origin.own_set.contains(&"modelsVolume") {
+        out.push(InputError::new(
+            origin.path("modelsVolume"),
+            "a distributed-llama application keeps its model in its model cache (in distributed-llama's format): \
+             remove modelsVolume and size modelCache instead",
+        ));
+    }
+}
+
+/// What a group is legal with but almost certainly wrong.
+pub(super) fn warnings(app: &ApplicationModel, out: &mut Vec<InputError>) {
+    let EngineModel::DistributedLlama(d) = &app.engine else { return };
+    let model = app.reader.model_name.as_deref().unwrap_or_default();
+    if model.contains('/') {
+        out.push(InputError::new(
+            format!("{}.modelName", app.origin.path("readerConfig")),
+            format!(
+                "`{model}` looks like a Hugging Face repository; distributed-llama downloads models by its own \
+                 names (e.g. qwen3_0.6b_q40; launch.py lists them), and its download will fail"
+            ),
+        ));
+    }
+    if model.ends_with("_q40") && d.buffer_float_type != BufferFloatType::Q80 {
+        out.push(InputError::new(
+            format!("{}.distributedLlama.bufferFloatType", app.origin.path("engine")),
+            format!(
+                "`{}` with the q40 model {model}: distributed-llama runs q40 weights only with q80 buffers \
+                 (its root exits); set bufferFloatType: q80",
+                d.buffer_float_type.as_str()
+            ),
+        ));
+    }
+}
+
+/// Whether the user named the model: the application's own readerConfig, or its template's.
+fn model_named(app: &ApplicationModel, written: &Values) -> bool {
+    let own = written.applications.as_ref().and_then(|a| a.get(&app.key)).and_then(|a| a.reader_config.as_ref());
+    let template = written.application_template.as_ref().and_then(|t| t.reader_config.as_ref());
+    [own, template].into_iter().flatten().any(|r| r.model_name.is_some())
+}
+
+/// Where `nodes` was written: the application's own engine, else its template's.
+fn nodes_field(app: &ApplicationModel, written: &Values) -> String {
+    let own = written.applications.as_ref().and_then(|a| a.get(&app.key)).and_then(|a| a.engine.as_ref());
+    let at = if own.and_then(|e| e.distributed_llama.as_ref()).is_some_and(|d| d.nodes.is_some()) {
+        app.origin.own.clone()
+    } else {
+        "spec.applicationTemplate".into()
+    };
+    format!("{at}.engine.distributedLlama.nodes")
+}

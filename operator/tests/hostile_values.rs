@@ -199,11 +199,18 @@ proptest! {
 fn cr_v1alpha2_with(strings: &[String]) -> Value {
     let mut cr = cr_with(strings);
     cr["apiVersion"] = "models.titanml.co/v1alpha2".into();
-    cr["spec"]["applicationTemplate"]["modelsVolume"] =
+    cr["spec"]["applications"]["chat"]["modelsVolume"] =
         serde_json::json!({"name": "models", "persistentVolumeClaim": {"claimName": "models"}});
     cr["spec"]["applications"]["chat"]["modelCache"] = serde_json::json!({
         "enabled": true,
         "downloader": {"command": ["sh", "-c", strings[0]], "env": [{"name": "NOTE", "value": strings[1]}], "image": "example.com/downloader:v1"}
+    });
+    // A distributed-llama group: its downloader, model name, env and annotations.
+    cr["spec"]["applications"]["big"] = serde_json::json!({
+        "engine": {"distributedLlama": {"nodes": 4, "downloader": {"command": ["sh", "-c", strings[2]]}}},
+        "readerConfig": {"modelName": strings[3], "device": "cuda"},
+        "env": [{"name": "GROUP_NOTE", "value": strings[4]}],
+        "podAnnotations": {"note": strings[5]},
     });
     cr
 }
@@ -238,7 +245,12 @@ proptest! {
         let cr = cr_v1alpha2_with(&strings);
         let objects = render_v1alpha2_value(&cr);
         prop_assert_eq!(&shapes_v1alpha2(&objects), baseline_v1alpha2_shapes());
-        let job = &objects.iter().find(|o| o.kind == Kind::Job).unwrap().object["spec"]["template"]["spec"]["containers"][0];
+        let job = |app: &str| &objects.iter().find(|o| o.kind == Kind::Job && o.name.contains(&format!("-{app}-dl-"))).unwrap().object["spec"]["template"]["spec"]["containers"][0];
+        prop_assert_eq!(&job("big")["command"][2], &Value::from(strings[2].clone()));
+        let workers = &objects.iter().find(|o| o.kind == Kind::StatefulSet).unwrap().object["spec"]["template"];
+        prop_assert!(workers["spec"]["containers"][0]["env"].as_array().unwrap().iter().any(|e| e["name"] == "GROUP_NOTE" && e["value"] == strings[4].as_str()));
+        prop_assert_eq!(&workers["metadata"]["annotations"]["note"], &Value::from(strings[5].clone()));
+        let job = job("chat");
         prop_assert_eq!(&job["command"][2], &Value::from(strings[0].clone()));
         prop_assert!(job["env"].as_array().unwrap().iter().any(|e| e["name"] == "NOTE" && e["value"] == strings[1].as_str()));
         let cm = &objects.iter().find(|o| o.kind == Kind::ConfigMap && o.name.ends_with("-chat")).unwrap().object;

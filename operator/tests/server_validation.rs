@@ -1,8 +1,9 @@
 //! The real API server as the oracle of what the operator renders: every object of the
 //! sample and the maximal CR, and of the operator's own deploy manifests, passes a
-//! server-side dry run; and for generated CRs (≥ 500 per run: arbitrary applications, env,
-//! ports, services, resources, probes, volumes, ingress, scaling, node selectors and
-//! tolerations, mostly valid, some not), each is either rejected by the operator's own
+//! server-side dry run; and for generated CRs (≥ 500 per run, of both API versions:
+//! arbitrary applications, env, ports, services, resources, probes, volumes, ingress,
+//! scaling, node selectors and tolerations, distributed-llama groups, mostly valid, some
+//! not), each is either rejected by the operator's own
 //! validation with a field path, or every object it renders is accepted by the API server.
 //! `PROPTEST_CASES` sets the number of cases; failures persist their seeds in
 //! `proptest-regressions/server_validation.txt`, replayed first on every run.
@@ -58,7 +59,12 @@ async fn the_samples_objects_pass_the_api_servers_dry_run() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_v1alpha2_samples_objects_pass_the_api_servers_dry_run() {
     let cluster = Cluster::start("dry-run-v1alpha2").await;
-    for sample in ["config/samples/modelorchestra-v1alpha2.yaml", "config/samples/modelorchestra-v1alpha2-cache.yaml"] {
+    for sample in [
+        "config/samples/modelorchestra-v1alpha2.yaml",
+        "config/samples/modelorchestra-v1alpha2-cache.yaml",
+        "config/samples/modelorchestra-v1alpha2-promotion.yaml",
+        "config/samples/modelorchestra-v1alpha2-distributed-llama.yaml",
+    ] {
         let text = repo(sample);
         assert!(text.contains("models.titanml.co/v1alpha2"), "{sample} is a v1alpha2 CR");
         let objects = render_in(&cluster, &text).unwrap();
@@ -467,8 +473,9 @@ fn application() -> impl Strategy<Value = Value> {
         prop::option::weighted(0.3, pick(&[1i64, 2, 16])),
         prop::option::weighted(0.2, (any::<bool>(), pick(&[0, 1, 4]))),
         prop::option::of(pick(&[0, 1, 2])),
+        prop::option::weighted(0.5, (pick(&[1i64, 2, 4, 8, 64, 3]), pick(&[1i64, 4]), pick(&["q80", "f32"]))),
     )
-        .prop_map(|(mut m, device, tensor, scaling, replicas)| {
+        .prop_map(|(mut m, device, tensor, scaling, replicas, group)| {
             m.insert(
                 "readerConfig".into(),
                 obj(vec![
@@ -482,6 +489,17 @@ fn application() -> impl Strategy<Value = Value> {
             }
             if let Some(r) = replicas {
                 m.insert("replicaCount".into(), json!(r));
+            }
+            // A distributed-llama group (kept in `v1alpha2` CRs only): one group, a model by
+            // distributed-llama's name, sometimes a size that is not a power of two.
+            if let Some((nodes, nthreads, buffers)) = group {
+                m.remove("scaling");
+                m.remove("replicaCount");
+                m["readerConfig"]["modelName"] = json!("qwen3_0.6b_q40");
+                m.insert(
+                    "engine".into(),
+                    json!({"distributedLlama": {"nodes": nodes, "nthreads": nthreads, "bufferFloatType": buffers}}),
+                );
             }
             Value::Object(m)
         })
@@ -570,7 +588,10 @@ fn inject(spec: &mut Value, fault: usize, target: usize) {
     }
 }
 
-fn spec() -> impl Strategy<Value = Value> {
+/// A CR's API version and spec: half of them `v1alpha2` (its applications and template
+/// without the Service and Ingress that contract took away; some applications
+/// distributed-llama groups), half `v1alpha1` (no engines).
+fn spec() -> impl Strategy<Value = (&'static str, Value)> {
     let fault = prop::option::weighted(0.35, (0..FAULTS.len(), 0..3usize));
     (
         prop::collection::btree_map("[a-z][a-z0-9-]{0,10}[a-z0-9]", application(), 1..4),
@@ -578,8 +599,14 @@ fn spec() -> impl Strategy<Value = Value> {
         prop::option::weighted(0.3, pod_fields()),
         any::<bool>(),
         fault,
+        any::<bool>(),
     )
-        .prop_map(|(apps, template, gateway, metrics, fault)| {
+        .prop_map(|(mut apps, mut template, gateway, metrics, fault, v1alpha2)| {
+            let version = if v1alpha2 { "v1alpha2" } else { "v1alpha1" };
+            let taken_away: &[&str] = if v1alpha2 { &["service", "ingress"] } else { &["engine"] };
+            for fields in apps.values_mut().filter_map(Value::as_object_mut).chain(template.as_mut()) {
+                fields.retain(|k, _| !taken_away.contains(&k.as_str()));
+            }
             let mut spec = json!({"applications": apps});
             if let Some(t) = template {
                 spec["applicationTemplate"] = Value::Object(t);
@@ -590,7 +617,7 @@ fn spec() -> impl Strategy<Value = Value> {
             if let Some((fault, target)) = fault {
                 inject(&mut spec, fault, target);
             }
-            spec
+            (version, spec)
         })
 }
 
@@ -620,8 +647,9 @@ fn every_generated_cr_is_rejected_with_a_field_path_or_entirely_accepted_by_the_
     };
     let (rejected, accepted) = (std::cell::Cell::new(0u32), std::cell::Cell::new(0u32));
     let reasons = std::cell::RefCell::new(std::collections::BTreeMap::<String, u32>::new());
-    let result = TestRunner::new(config).run(&spec(), |spec| {
-        let cr = json!({"apiVersion": "models.titanml.co/v1alpha1", "kind": "ModelOrchestra", "metadata": {"name": "gen"}, "spec": spec});
+    let groups = std::cell::Cell::new(0u32);
+    let result = TestRunner::new(config).run(&spec(), |(version, spec)| {
+        let cr = json!({"apiVersion": format!("models.titanml.co/{version}"), "kind": "ModelOrchestra", "metadata": {"name": "gen"}, "spec": spec});
         let outcome = model_orchestra::render_value(&cr, &cluster.namespace).map(|r| r.objects);
         match outcome {
             Err(RenderError::Input(errors)) => {
@@ -631,22 +659,26 @@ fn every_generated_cr_is_rejected_with_a_field_path_or_entirely_accepted_by_the_
                 // The rule, not the place: the field path without the component and indices.
                 let parts: Vec<&str> = e.field.split('.').map(|p| p.split('[').next().unwrap_or(p)).collect();
                 let field = parts.iter().skip(if parts.get(1) == Some(&"applications") { 3 } else { 2 }).copied().collect::<Vec<_>>().join(".");
-                *reasons.borrow_mut().entry(field).or_default() += 1;
+                *reasons.borrow_mut().entry(format!("{version} {field}")).or_default() += 1;
                 Ok(())
             }
             Err(e) => Err(TestCaseError::fail(format!("not an input error: {e}"))),
             Ok(objects) => {
                 runtime.block_on(dry_run(&cluster, &objects)).map_err(|e| {
-                    TestCaseError::fail(format!("rendered, but the API server refuses: {e}\nCR spec: {}", serde_json::to_string(&cr["spec"]).unwrap()))
+                    TestCaseError::fail(format!("rendered, but the API server refuses: {e}\nCR: {}", serde_json::to_string(&cr).unwrap()))
                 })?;
                 accepted.set(accepted.get() + 1);
+                if objects.iter().any(|o| o.kind == model_orchestra_api::kinds::Kind::StatefulSet) {
+                    groups.set(groups.get() + 1);
+                }
                 Ok(())
             }
         }
     });
-    let (rejected, accepted) = (rejected.get(), accepted.get());
+    let (rejected, accepted, groups) = (rejected.get(), accepted.get(), groups.get());
     eprintln!(
-        "{} cases: {rejected} rejected by validation, {accepted} accepted by the API server",
+        "{} cases: {rejected} rejected by validation, {accepted} accepted by the API server ({groups} with \
+         distributed-llama workers)",
         rejected + accepted
     );
     eprintln!("rejections by field: {:?}", reasons.borrow());
@@ -655,4 +687,5 @@ fn every_generated_cr_is_rejected_with_a_field_path_or_entirely_accepted_by_the_
     }
     assert!(accepted >= cases() / 5, "the generator must produce mostly valid CRs ({accepted} accepted)");
     assert!(rejected >= cases() / 20, "and some invalid ones ({rejected} rejected)");
+    assert!(groups >= cases() / 40, "and distributed-llama groups among the accepted ({groups})");
 }

@@ -283,6 +283,13 @@ impl Cluster {
 
     /// Like [`Cluster::kubectl`], with `input` on its standard input (`-f -`).
     pub fn kubectl_with_input(&self, args: &[&str], input: &str) -> String {
+        let out = self.kubectl_output(args, input);
+        assert!(out.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Runs kubectl as [`Cluster::kubectl_with_input`] does, and returns what it did, failed or not.
+    pub fn kubectl_output(&self, args: &[&str], input: &str) -> std::process::Output {
         use std::io::Write;
         let program =
             self.local.map_or_else(|| PathBuf::from("kubectl"), |_| local_cluster::tools::bin_dir().join("kubectl"));
@@ -296,9 +303,7 @@ impl Cluster {
             .spawn()
             .expect("run kubectl");
         child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write kubectl's input");
-        let out = child.wait_with_output().expect("run kubectl");
-        assert!(out.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        child.wait_with_output().expect("run kubectl")
     }
 }
 

@@ -26,8 +26,9 @@ pub enum AdminError {
     Exists(String),
     #[error("no key named `{0}` in namespace {1} (`api-key list` shows the keys)")]
     NotFound(String, String),
-    #[error("{what}: {source}")]
-    Kube { what: String, source: kube::Error },
+    /// Not a `source`: the message carries it (error chains would print it twice).
+    #[error("{what}: {error}")]
+    Kube { what: String, error: kube::Error },
     #[error("the key's rights did not take effect within {0:?}: {1}")]
     NotEffective(Duration, String),
     #[error("no random numbers from the operating system: {0}")]
@@ -36,7 +37,7 @@ pub enum AdminError {
 
 fn kube_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> AdminError {
     let what = what.into();
-    move |source| AdminError::Kube { what, source }
+    move |error| AdminError::Kube { what, error }
 }
 
 /// Where the server runs: its namespace (the key Secrets are there) and ServiceAccount.
@@ -130,7 +131,7 @@ pub async fn create(client: &Client, server: &Server, new: &NewKey) -> Result<St
         .await
         .map_err(|e| match e {
             kube::Error::Api(s) if s.code == 409 => AdminError::Exists(new.name.clone()),
-            e => AdminError::Kube { what: format!("creating Secret {object}"), source: e },
+            e => AdminError::Kube { what: format!("creating Secret {object}"), error: e },
         })?;
     wait_effective(client, server, new, &user).await?;
     Ok(key)
@@ -215,7 +216,7 @@ pub async fn revoke(client: &Client, server: &Server, name: &str) -> Result<(), 
         Err(kube::Error::Api(s)) if s.code == 404 => {
             return Err(AdminError::NotFound(name.to_string(), server.namespace.clone()))
         }
-        Err(e) => return Err(AdminError::Kube { what: format!("deleting Secret {object}"), source: e }),
+        Err(e) => return Err(AdminError::Kube { what: format!("deleting Secret {object}"), error: e }),
     }
     let selector = format!("{KEY_LABEL}={name}");
     let bindings: Api<RoleBinding> = Api::all(client.clone());

@@ -10,6 +10,7 @@
 #![warn(unreachable_pub)]
 
 pub mod admin;
+mod cache;
 pub mod error;
 pub mod keys;
 pub mod openapi;

@@ -152,13 +152,10 @@ fn stored(caller: &Caller, namespace: &str) -> Api<DynamicObject> {
     Api::namespaced_with(caller.client.clone(), namespace, &ApiVersion::STORAGE.resource())
 }
 
-/// The object as users want it back: without the server's bookkeeping of field managers.
-fn clean(object: DynamicObject) -> Value {
-    let mut v = serde_json::to_value(object).expect("objects serialise");
-    if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-        meta.remove("managedFields");
-    }
-    v
+use crate::cache::clean;
+
+fn json_bytes(body: bytes::Bytes) -> Response {
+    ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response()
 }
 
 #[derive(Serialize, ToSchema)]
@@ -178,15 +175,24 @@ pub(crate) struct ModelOrchestraList {
     params(("namespace" = String, Path)),
     responses((status = 200, body = ModelOrchestraList), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 429, body = ErrorBody)),
     security(("bearer" = []), ("apiKey" = [])))]
-pub(crate) async fn list(caller: Caller, Params(namespace): Params<String>) -> ApiResult<Json<ModelOrchestraList>> {
+pub(crate) async fn list(
+    caller: Caller,
+    State(state): State<Shared>,
+    Params(namespace): Params<String>,
+) -> ApiResult<Response> {
     check_namespace(&namespace)?;
+    if state.cache.enabled() {
+        let snapshot = state.cache.snapshot(&caller.record.user(), &caller.client, &namespace).await?;
+        return Ok(json_bytes(snapshot.list.clone()));
+    }
     let list = stored(&caller, &namespace).list(&ListParams::default()).await?;
     Ok(Json(ModelOrchestraList {
         api_version: ApiVersion::STORAGE.api_version(),
         kind: "ModelOrchestraList".into(),
         resource_version: list.metadata.resource_version,
         items: list.items.into_iter().map(clean).collect(),
-    }))
+    })
+    .into_response())
 }
 
 /// Read a ModelOrchestra (at the storage version).
@@ -196,11 +202,19 @@ pub(crate) async fn list(caller: Caller, Params(namespace): Params<String>) -> A
     security(("bearer" = []), ("apiKey" = [])))]
 pub(crate) async fn read(
     caller: Caller,
+    State(state): State<Shared>,
     Params((namespace, name)): Params<(String, String)>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Response> {
     check_namespace(&namespace)?;
     check_name(&name)?;
-    Ok(Json(clean(stored(&caller, &namespace).get(&name).await?)))
+    if state.cache.enabled() {
+        let snapshot = state.cache.snapshot(&caller.record.user(), &caller.client, &namespace).await?;
+        if let Some(item) = snapshot.items.get(&name) {
+            return Ok(json_bytes(item.clone()));
+        }
+    }
+    // Not in a recent list (or no cache): the API server says whether it exists.
+    Ok(Json(clean(stored(&caller, &namespace).get(&name).await?)).into_response())
 }
 
 /// The body checked as the operator will check it: the envelope, the name and namespace
@@ -298,7 +312,9 @@ pub(crate) async fn create(
     let (version, object, warnings) = checked_body(&state, body.required()?, &namespace, None)?;
     let api: Api<DynamicObject> = Api::namespaced_with(caller.client.clone(), &namespace, &version.resource());
     let params = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
-    let created = api.create(&params, &object).await?;
+    let created = api.create(&params, &object).await;
+    state.cache.invalidate(&namespace);
+    let created = created?;
     Ok(with_warnings((StatusCode::CREATED, Json(clean(created))).into_response(), &warnings))
 }
 
@@ -321,7 +337,9 @@ pub(crate) async fn replace(
     let (version, object, warnings) = checked_body(&state, body.required()?, &namespace, Some(&name))?;
     let api: Api<DynamicObject> = Api::namespaced_with(caller.client.clone(), &namespace, &version.resource());
     let params = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
-    let replaced = api.replace(&name, &params, &object).await?;
+    let replaced = api.replace(&name, &params, &object).await;
+    state.cache.invalidate(&namespace);
+    let replaced = replaced?;
     Ok(with_warnings(Json(clean(replaced)).into_response(), &warnings))
 }
 
@@ -396,10 +414,19 @@ fn refresh_value(applications: &[String], current: Option<&str>, now: &str) -> S
     }
 }
 
-async fn annotate(caller: &Caller, namespace: &str, name: &str, annotation: &str, value: &str) -> ApiResult<()> {
+async fn annotate(
+    state: &Shared,
+    caller: &Caller,
+    namespace: &str,
+    name: &str,
+    annotation: &str,
+    value: &str,
+) -> ApiResult<()> {
     let patch = json!({"metadata": {"annotations": {annotation: value}}});
     let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
-    stored(caller, namespace).patch(name, &params, &Patch::Merge(&patch)).await?;
+    let result = stored(caller, namespace).patch(name, &params, &Patch::Merge(&patch)).await;
+    state.cache.invalidate(namespace);
+    result?;
     Ok(())
 }
 
@@ -413,6 +440,7 @@ async fn annotate(caller: &Caller, namespace: &str, name: &str, annotation: &str
     security(("bearer" = []), ("apiKey" = [])))]
 pub(crate) async fn refresh(
     caller: Caller,
+    State(state): State<Shared>,
     Params((namespace, name)): Params<(String, String)>,
     body: JsonBody,
 ) -> ApiResult<Json<AnnotationSet>> {
@@ -445,7 +473,7 @@ pub(crate) async fn refresh(
     }
     let current = cr.annotations().get(REFRESH_ANNOTATION).map(String::as_str);
     let value = refresh_value(&request.applications, current, &k8s_openapi::jiff::Timestamp::now().to_string());
-    annotate(&caller, &namespace, &name, REFRESH_ANNOTATION, &value).await?;
+    annotate(&state, &caller, &namespace, &name, REFRESH_ANNOTATION, &value).await?;
     Ok(Json(AnnotationSet { annotation: REFRESH_ANNOTATION.into(), value }))
 }
 
@@ -456,12 +484,13 @@ pub(crate) async fn refresh(
     security(("bearer" = []), ("apiKey" = [])))]
 pub(crate) async fn retry_promotion(
     caller: Caller,
+    State(state): State<Shared>,
     Params((namespace, name)): Params<(String, String)>,
 ) -> ApiResult<Json<AnnotationSet>> {
     check_namespace(&namespace)?;
     check_name(&name)?;
     let value = format!("api-{}", k8s_openapi::jiff::Timestamp::now());
-    annotate(&caller, &namespace, &name, RETRY_ANNOTATION, &value).await?;
+    annotate(&state, &caller, &namespace, &name, RETRY_ANNOTATION, &value).await?;
     Ok(Json(AnnotationSet { annotation: RETRY_ANNOTATION.into(), value }))
 }
 

@@ -57,6 +57,9 @@ pub struct ServeOptions {
     pub max_body_bytes: usize,
     /// For every request but the watch.
     pub request_timeout: Duration,
+    /// How long a list made for a key's user is served to its reads (0: every read asks the
+    /// API server).
+    pub read_cache: Duration,
 }
 
 /// One Kubernetes client per key user, each sending `Impersonate-User`.
@@ -96,6 +99,7 @@ pub(crate) struct AppState {
     pub(crate) max_body: usize,
     pub(crate) timeout: Duration,
     pub(crate) secure_cookie: bool,
+    pub(crate) cache: crate::cache::ReadCache,
 }
 
 pub(crate) type Shared = Arc<AppState>;
@@ -301,6 +305,7 @@ pub async fn serve(options: ServeOptions, config: kube::Config, validator: Valid
         max_body: options.max_body_bytes,
         timeout: options.request_timeout,
         secure_cookie: !options.insecure_listen,
+        cache: crate::cache::ReadCache::new(options.read_cache),
     });
     tokio::spawn(forget_revoked(state.clone()));
     let app = router(state);
@@ -360,6 +365,7 @@ async fn forget_revoked(state: Shared) {
         let names = state.keys.names();
         let users: Vec<String> = names.iter().map(|n| crate::keys::user(n)).collect();
         state.clients.forget_all_but(&users);
+        state.cache.retain_users(&users);
         state.limiter.retain(&names);
     }
 }
@@ -383,5 +389,6 @@ pub fn test_router(keys: KeyStore, config: kube::Config, validator: Validator, o
         max_body: options.max_body_bytes,
         timeout: options.request_timeout,
         secure_cookie: !options.insecure_listen,
+        cache: crate::cache::ReadCache::new(options.read_cache),
     }))
 }

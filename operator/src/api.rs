@@ -45,6 +45,10 @@ pub struct ServeApiArgs {
     /// How long a request (other than a watch) may take.
     #[arg(long, env = "MODEL_ORCHESTRA_API_REQUEST_TIMEOUT_SECONDS", default_value_t = 30)]
     request_timeout_seconds: u64,
+    /// How long a list made for a key is served to its reads (0: every read asks the API
+    /// server). Reads may be this old; a RoleBinding removed takes effect within it.
+    #[arg(long, env = "MODEL_ORCHESTRA_API_READ_CACHE_SECONDS", default_value_t = 1.0)]
+    read_cache_seconds: f64,
     /// Log format (one line per request; level filter: RUST_LOG, default info).
     #[arg(long, env = "MODEL_ORCHESTRA_LOG_FORMAT", value_enum, default_value_t = LogFormat::Plain)]
     log_format: LogFormat,
@@ -132,6 +136,7 @@ pub fn serve(args: ServeApiArgs) -> anyhow::Result<()> {
         burst: args.rate_burst,
         max_body_bytes: args.max_body_bytes,
         request_timeout: Duration::from_secs(args.request_timeout_seconds),
+        read_cache: Duration::from_secs_f64(args.read_cache_seconds.clamp(0.0, 60.0)),
     };
     model_orchestra_http::server::check_options(&options)?;
     // Load the charts before the first request needs them.

@@ -58,6 +58,9 @@ enum Command {
         /// Also the HTTP API: its Deployment, ServiceAccount, Service and Role (README: "HTTP API").
         #[arg(long)]
         http_api: bool,
+        /// Only the HTTP API (to add it beside an installed operator).
+        #[arg(long, conflicts_with = "http_api")]
+        only_http_api: bool,
     },
     /// Print the JSON Schema of a chart's values (charts/model-orchestra/values.schema.json).
     ValuesSchema {
@@ -116,7 +119,7 @@ fn execute(cli: Cli) -> anyhow::Result<()> {
         Command::ServeApi(args) => api::serve(*args)?,
         Command::ApiKey { command } => api::api_key(command)?,
         Command::Openapi => print!("{}", model_orchestra_http::openapi::json()),
-        Command::Manifests { image, namespace, routing, claim_unlabeled, api_version, http_api } => {
+        Command::Manifests { image, namespace, routing, claim_unlabeled, api_version, http_api, only_http_api } => {
             let served = api_version.unwrap_or(ApiVersion::V1alpha1);
             let routing = routing
                 .unwrap_or_else(|| model_orchestra_api::lines::default_routing(env!("CARGO_PKG_VERSION"), served));
@@ -128,8 +131,10 @@ fn execute(cli: Cli) -> anyhow::Result<()> {
                 api_version,
                 release: None,
             };
-            print!("{}", model_orchestra_api::deploy::operator::all_yaml(&options));
-            if http_api {
+            if !only_http_api {
+                print!("{}", model_orchestra_api::deploy::operator::all_yaml(&options));
+            }
+            if http_api || only_http_api {
                 print!("{}", model_orchestra_api::deploy::httpapi::all_yaml(&options));
             }
         }

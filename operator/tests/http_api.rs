@@ -83,7 +83,12 @@ async fn create_get_list_replace_delete_answer_201_200_200_200_200_and_the_audit
         let writes: Vec<_> = audit
             .since(mark)
             .into_iter()
-            .filter(|e| e.is_write() && e.resource() == "modelorchestras" && e.namespace() == *ns && e.stage == "ResponseComplete")
+            .filter(|e| {
+                e.is_write()
+                    && e.resource() == "modelorchestras"
+                    && e.namespace() == *ns
+                    && e.stage == "ResponseComplete"
+            })
             .collect();
         (writes.len() >= 3).then_some(writes)
     })
@@ -107,7 +112,11 @@ async fn a_stale_resource_version_is_409() {
     let mut body = cr("chat", "chat");
     body["metadata"]["resourceVersion"] = stale.clone();
     body["spec"]["applications"]["chat"]["readerConfig"]["modelName"] = json!("org/first");
-    assert_eq!(client.send_json("PUT", &path, &key, &body).await.status, 200, "a change at the current resourceVersion");
+    assert_eq!(
+        client.send_json("PUT", &path, &key, &body).await.status,
+        200,
+        "a change at the current resourceVersion"
+    );
     body["spec"]["applications"]["chat"]["readerConfig"]["modelName"] = json!("org/late");
     let conflict = client.send_json("PUT", &path, &key, &body).await;
     assert_eq!(conflict.status, 409, "{}", conflict.text());
@@ -130,7 +139,10 @@ async fn an_invalid_cr_is_422_naming_the_field_and_nothing_is_written() {
     assert_eq!(get.status, 404);
     if let Some(audit) = cluster.audit() {
         assert!(
-            !audit.since(mark).iter().any(|e| e.is_write() && e.resource() == "modelorchestras" && e.namespace() == cluster.namespace),
+            !audit
+                .since(mark)
+                .iter()
+                .any(|e| e.is_write() && e.resource() == "modelorchestras" && e.namespace() == cluster.namespace),
             "nothing is written"
         );
     }
@@ -219,13 +231,14 @@ async fn retry_promotion_sets_its_annotation() {
     let (cluster, key, server) = setup("api_retry", &[]).await;
     let client = server.client();
     assert_eq!(client.send_json("POST", &mo_path(&cluster.namespace), &key, &cr("chat", "chat")).await.status, 201);
-    let answer = client.request(
-        "POST",
-        &format!("{}/chat/retry-promotion", mo_path(&cluster.namespace)),
-        &[("authorization", &format!("Bearer {key}"))],
-        None,
-    )
-    .await;
+    let answer = client
+        .request(
+            "POST",
+            &format!("{}/chat/retry-promotion", mo_path(&cluster.namespace)),
+            &[("authorization", &format!("Bearer {key}"))],
+            None,
+        )
+        .await;
     assert_eq!(answer.status, 200, "{}", answer.text());
     let value = answer.json()["value"].as_str().unwrap().to_string();
     assert_eq!(cluster.cr("chat").await.annotations()["models.titanml.co/retry-promotion"], value);
@@ -255,11 +268,13 @@ async fn the_model_cache_downloads_again_after_a_refresh_through_the_api() {
     assert_eq!(client.send_json("POST", &mo_path(&cluster.namespace), &key, &body).await.status, 201);
     let model = |cr: &DynamicObject| cr.data["status"]["applications"]["chat"]["model"].clone();
     eventually_within(Duration::from_secs(90), "the first download is Ready", || async {
-        (model(&cluster.mo_api_at(model_orchestra_api::ApiVersion::V1alpha2).get("cached").await.ok()?)["phase"] == "Ready")
+        (model(&cluster.mo_api_at(model_orchestra_api::ApiVersion::V1alpha2).get("cached").await.ok()?)["phase"]
+            == "Ready")
             .then_some(())
     })
     .await;
-    let answer = client.send_json("POST", &format!("{}/cached/refresh", mo_path(&cluster.namespace)), &key, &json!({})).await;
+    let answer =
+        client.send_json("POST", &format!("{}/cached/refresh", mo_path(&cluster.namespace)), &key, &json!({})).await;
     assert_eq!(answer.status, 200, "{}", answer.text());
     let value = answer.json()["value"].as_str().unwrap().to_string();
     let done = eventually_within(Duration::from_secs(90), "the refresh's download is Ready", || async {
@@ -284,9 +299,10 @@ async fn the_watch_delivers_a_status_change_within_2_seconds() {
     let condition = json!({"type": "Ready", "status": "False", "reason": "Unschedulable", "message": "0/4 nodes are available",
         "lastTransitionTime": "2030-01-01T00:00:00Z"});
     set_status(&cluster, "chat", json!({"conditions": [condition]})).await;
-    let changed = next_event(&mut body, &mut buffer, "status", Duration::from_secs(2), |s| s["reason"] == "Unschedulable")
-        .await
-        .expect("the change within 2 s");
+    let changed =
+        next_event(&mut body, &mut buffer, "status", Duration::from_secs(2), |s| s["reason"] == "Unschedulable")
+            .await
+            .expect("the change within 2 s");
     assert_eq!(changed["message"], "0/4 nodes are available");
 }
 
@@ -303,7 +319,11 @@ async fn the_openapi_document_is_served_as_checked_in() {
 async fn the_server_refuses_to_start_without_tls_or_without_a_key() {
     let out = std::process::Command::new(OPERATOR).args(["serve-api", "--listen", "127.0.0.1:0"]).output().unwrap();
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no TLS material"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no TLS material"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let out = std::process::Command::new(OPERATOR)
         .args(["serve-api", "--listen", "0.0.0.0:0", "--insecure-listen"])
         .output()
@@ -317,5 +337,9 @@ async fn the_server_refuses_to_start_without_tls_or_without_a_key() {
         .output()
         .unwrap();
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no API key in namespace"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no API key in namespace"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -121,7 +121,8 @@ fn hostile(namespace: String, key: String) -> impl Strategy<Value = Hostile> {
             let mut headers: Vec<(String, String)> = auth.into_iter().collect();
             headers.push(("content-type".into(), content_type));
             headers.extend(extra.into_iter().filter(|(k, _)| {
-                !["content-length", "transfer-encoding", "host", "connection"].contains(&k.to_ascii_lowercase().as_str())
+                !["content-length", "transfer-encoding", "host", "connection"]
+                    .contains(&k.to_ascii_lowercase().as_str())
             }));
             Hostile { method, path: base + &suffix, headers, body }
         },
@@ -160,7 +161,9 @@ async fn hostile_paths_headers_and_bodies_never_get_a_5xx_or_crash_the_server() 
     let cluster = Cluster::start("api_hostile").await;
     install_api_rbac(&cluster).await;
     let key = create_key(&cluster, &key_name(&cluster, "a"), &[&cluster.namespace], "edit");
-    let mut server = ApiServer::start(&cluster, &["--rate-limit", "10000", "--rate-burst", "10000", "--max-body-bytes", "65536"]).await;
+    let mut server =
+        ApiServer::start(&cluster, &["--rate-limit", "10000", "--rate-burst", "10000", "--max-body-bytes", "65536"])
+            .await;
     let client = server.client();
     let cases: u32 = std::env::var("API_HOSTILE_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
     let mut runner = TestRunner::new(Config { cases, failure_persistence: None, ..Config::default() });
@@ -184,6 +187,7 @@ async fn hostile_paths_headers_and_bodies_never_get_a_5xx_or_crash_the_server() 
     assert!(server.is_running(), "the server is still up");
     assert!(answered.keys().any(|c| *c == 200 || *c == 201), "some requests got through: {answered:?}");
     assert!(answered.contains_key(&401), "some were refused: {answered:?}");
-    let errors: Vec<Value> = server.logs().into_iter().filter(|l| l["status"].as_u64().is_some_and(|s| s >= 500)).collect();
+    let errors: Vec<Value> =
+        server.logs().into_iter().filter(|l| l["status"].as_u64().is_some_and(|s| s >= 500)).collect();
     assert!(errors.is_empty(), "{errors:#?}");
 }

@@ -26,9 +26,9 @@ struct Chromium {
 
 impl Chromium {
     fn start() -> Option<Chromium> {
-        let program = ["chromium", "chromium-browser"].into_iter().find(|p| {
-            Command::new(p).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok()
-        })?;
+        let program = ["chromium", "chromium-browser"]
+            .into_iter()
+            .find(|p| Command::new(p).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok())?;
         let profile = TempDir::new("chromium");
         let mut child = Command::new(program)
             .args([
@@ -85,9 +85,8 @@ impl Page {
         let (socket, _) = tokio_tungstenite::connect_async(&browser.ws_url).await.expect("DevTools websocket");
         let mut page = Page { socket, session: String::new(), next_id: 0 };
         let target = page.call("Target.createTarget", json!({"url": "about:blank"})).await;
-        let attached = page
-            .call("Target.attachToTarget", json!({"targetId": target["targetId"], "flatten": true}))
-            .await;
+        let attached =
+            page.call("Target.attachToTarget", json!({"targetId": target["targetId"], "flatten": true})).await;
         page.session = attached["sessionId"].as_str().unwrap().to_string();
         page
     }
@@ -127,7 +126,11 @@ impl Page {
             if !v.is_null() && v != json!(false) {
                 return v;
             }
-            assert!(std::time::Instant::now() < deadline, "the page never showed {what}: {}", self.eval("document.body && document.body.innerText").await);
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the page never showed {what}: {}",
+                self.eval("document.body && document.body.innerText").await
+            );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
@@ -155,7 +158,18 @@ async fn the_status_page_shows_a_ready_application_and_anothers_unschedulable_me
     let key = create_key(&cluster, &key_name(&cluster, "a"), &[&cluster.namespace], "view");
     let server = ApiServer::start(&cluster, &[]).await;
     let _operator = Operator::start(&cluster, OperatorOptions { identity: "op-page", ..Default::default() }).await;
-    cluster.apply_value(&{ let mut c = cr("served", "chat"); c["metadata"]["namespace"] = json!(cluster.namespace); c }, "modelorchestras", "models.titanml.co", "v1alpha1").await;
+    cluster
+        .apply_value(
+            &{
+                let mut c = cr("served", "chat");
+                c["metadata"]["namespace"] = json!(cluster.namespace);
+                c
+            },
+            "modelorchestras",
+            "models.titanml.co",
+            "v1alpha1",
+        )
+        .await;
     let mut stuck = unschedulable_cr("stuck");
     stuck["metadata"]["namespace"] = json!(cluster.namespace);
     cluster.apply_value(&stuck, "modelorchestras", "models.titanml.co", "v1alpha1").await;

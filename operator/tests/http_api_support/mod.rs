@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
+use kube::api::DynamicObject;
 use kube::api::{Patch, PatchParams};
 use kube::Api;
-use kube::api::DynamicObject;
 use serde_json::{json, Value};
 
 use crate::e2e_support::{Cluster, OPERATOR_NAMESPACE};
@@ -55,7 +55,12 @@ pub async fn install_api_rbac(cluster: &Cluster) {
 pub async fn other_namespace(cluster: &Cluster) -> String {
     let name = format!("{}-b", cluster.namespace.chars().take(55).collect::<String>());
     cluster
-        .apply_value(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}), "namespaces", "", "v1")
+        .apply_value(
+            &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}),
+            "namespaces",
+            "",
+            "v1",
+        )
         .await;
     name
 }
@@ -260,8 +265,13 @@ impl HttpsClient {
 
     pub async fn send_json(&self, method: &str, path: &str, key: &str, body: &Value) -> Answer {
         let body = serde_json::to_vec(body).unwrap();
-        self.request(method, path, &[("authorization", &format!("Bearer {key}")), ("content-type", "application/json")], Some(&body))
-            .await
+        self.request(
+            method,
+            path,
+            &[("authorization", &format!("Bearer {key}")), ("content-type", "application/json")],
+            Some(&body),
+        )
+        .await
     }
 
     /// The response head, and its body as it streams (a watch).
@@ -279,7 +289,13 @@ impl HttpsClient {
     }
 }
 
-pub async fn send(sender: &mut Sender, method: &str, path: &str, headers: &[(&str, &str)], body: Option<&[u8]>) -> Answer {
+pub async fn send(
+    sender: &mut Sender,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&[u8]>,
+) -> Answer {
     let mut builder = http::Request::builder().method(method).uri(path).header("host", "127.0.0.1");
     for (k, v) in headers {
         builder = builder.header(*k, *v);
@@ -339,7 +355,9 @@ pub async fn set_status(cluster: &Cluster, name: &str, status: Value) {
         &cluster.namespace,
         &model_orchestra_api::ApiVersion::STORAGE.resource(),
     );
-    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&json!({"status": status}))).await.expect("patch status");
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&json!({"status": status})))
+        .await
+        .expect("patch status");
 }
 
 pub fn target_dir() -> PathBuf {

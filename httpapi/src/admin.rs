@@ -211,13 +211,8 @@ pub async fn revoke(client: &Client, server: &Server, name: &str) -> Result<(), 
     keys::check_name(name).map_err(AdminError::Invalid)?;
     let object = keys::object_name(name);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &server.namespace);
-    match secrets.delete(&object, &DeleteParams::default()).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.code == 404 => {
-            return Err(AdminError::NotFound(name.to_string(), server.namespace.clone()))
-        }
-        Err(e) => return Err(AdminError::Kube { what: format!("deleting Secret {object}"), error: e }),
-    }
+    let mut found = deleted(secrets.delete(&object, &DeleteParams::default()).await.map(|_| ()), "Secret")?;
+    // Then every right of the key, also those a create that failed half-way left behind.
     let selector = format!("{KEY_LABEL}={name}");
     let bindings: Api<RoleBinding> = Api::all(client.clone());
     for b in bindings
@@ -227,19 +222,24 @@ pub async fn revoke(client: &Client, server: &Server, name: &str) -> Result<(), 
     {
         let ns = b.metadata.namespace.clone().unwrap_or_default();
         let api: Api<RoleBinding> = Api::namespaced(client.clone(), &ns);
-        ignore_missing(api.delete(&object, &DeleteParams::default()).await.map(|_| ()), "RoleBinding")?;
+        found |= deleted(api.delete(&object, &DeleteParams::default()).await.map(|_| ()), "RoleBinding")?;
     }
     let name_of = format!("{}-key-{name}", deploy::NAME);
     let crb: Api<ClusterRoleBinding> = Api::all(client.clone());
-    ignore_missing(crb.delete(&name_of, &DeleteParams::default()).await.map(|_| ()), "ClusterRoleBinding")?;
+    found |= deleted(crb.delete(&name_of, &DeleteParams::default()).await.map(|_| ()), "ClusterRoleBinding")?;
     let cr: Api<ClusterRole> = Api::all(client.clone());
-    ignore_missing(cr.delete(&name_of, &DeleteParams::default()).await.map(|_| ()), "ClusterRole")?;
+    found |= deleted(cr.delete(&name_of, &DeleteParams::default()).await.map(|_| ()), "ClusterRole")?;
+    if !found {
+        return Err(AdminError::NotFound(name.to_string(), server.namespace.clone()));
+    }
     Ok(())
 }
 
-fn ignore_missing(result: Result<(), kube::Error>, what: &str) -> Result<(), AdminError> {
+/// Whether there was something to delete.
+fn deleted(result: Result<(), kube::Error>, what: &str) -> Result<bool, AdminError> {
     match result {
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-        other => other.map_err(kube_err(format!("deleting the key's {what}"))),
+        Ok(()) => Ok(true),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
+        Err(e) => Err(AdminError::Kube { what: format!("deleting the key's {what}"), error: e }),
     }
 }

@@ -125,18 +125,25 @@ struct KeyName(String);
 
 /// The key a request presents: `Authorization: Bearer`, `X-API-Key`, or — for reads only,
 /// so no other site can make a browser write with it — the status page's cookie.
-fn presented_key<'a>(headers: &'a HeaderMap, method: &Method) -> Option<&'a str> {
+fn presented_key<'a>(headers: &'a HeaderMap, method: &Method) -> Option<Presented<'a>> {
     if let Some(auth) = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
         let (scheme, token) = auth.trim().split_once(' ')?;
-        return scheme.eq_ignore_ascii_case("bearer").then(|| token.trim());
+        return scheme.eq_ignore_ascii_case("bearer").then(|| Presented::Header(token.trim()));
     }
     if let Some(key) = headers.get("x-api-key").and_then(|v| v.to_str().ok()) {
-        return Some(key.trim());
+        return Some(Presented::Header(key.trim()));
     }
     if method == Method::GET || method == Method::HEAD {
-        return cookie(headers, COOKIE);
+        return cookie(headers, COOKIE).map(Presented::Cookie);
     }
     None
+}
+
+/// Where a key came from: a stale cookie (a revoked key) leaves the request unauthenticated,
+/// so the page shows its sign-in form rather than an error.
+enum Presented<'a> {
+    Header(&'a str),
+    Cookie(&'a str),
 }
 
 pub(crate) fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -150,11 +157,15 @@ pub(crate) fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> 
 /// request for the handlers. Requests without a key go on: each handler that needs one
 /// answers 401 (the page shows its sign-in form instead).
 async fn authenticate(State(state): State<Shared>, mut request: Request, next: Next) -> Response {
-    let presented = presented_key(request.headers(), request.method()).map(str::to_string);
-    let Some(presented) = presented else {
-        return next.run(request).await;
+    let (presented, from_cookie) = match presented_key(request.headers(), request.method()) {
+        None => return next.run(request).await,
+        Some(Presented::Header(key)) => (key.to_string(), false),
+        Some(Presented::Cookie(key)) => (key.to_string(), true),
     };
     let Some(record) = state.keys.verify(&presented) else {
+        if from_cookie {
+            return next.run(request).await;
+        }
         return ApiError::unauthorized().into_response();
     };
     let name = record.name.clone();

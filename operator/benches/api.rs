@@ -2,7 +2,8 @@
 //! 50 concurrent clients (keep-alive HTTPS, 5 per key) alternating a GET of one CR and a
 //! list of all 100 for 30 s, through the release `serve-api` process. Reports authorized
 //! requests per second, latency percentiles and the server's RSS.
-//! BENCH_API_CRS, BENCH_API_CLIENTS, BENCH_API_KEYS, BENCH_API_SECONDS change the shape.
+//! BENCH_API_CRS, BENCH_API_CLIENTS, BENCH_API_KEYS, BENCH_API_SECONDS change the shape;
+//! BENCH_API_READ_CACHE_SECONDS=0 sends every read to the API server.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -145,6 +146,7 @@ async fn bench() {
     let mut server = Command::new(binary)
         .args(["serve-api", "--listen", "127.0.0.1:0", "--keys-namespace", API_NAMESPACE, "--log-format", "json"])
         .args(["--rate-limit", "100000", "--rate-burst", "100000"])
+        .args(["--read-cache-seconds", &std::env::var("BENCH_API_READ_CACHE_SECONDS").unwrap_or_else(|_| "1".into())])
         .arg("--tls-cert")
         .arg(pki.path("api.crt"))
         .arg("--tls-key")

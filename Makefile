@@ -36,8 +36,10 @@ API_VERSION ?= v1alpha1
 # More arguments for `make run`. The metrics port is ephemeral (logged at start), so two
 # lines run side by side.
 RUN_ARGS ?= --claim-unlabeled --metrics-addr 127.0.0.1:0
+# HTTP_API=1: `make deploy` and `make bundle` include the HTTP API (README: "HTTP API").
+HTTP_API ?=
 
-.PHONY: all build test olm-drill lint render crd generate bench install uninstall deploy undeploy run cluster registry bench-operator bundle crds static bundle-build-push docker-build catalog catalog-build-push subscriptions bench-catalog
+.PHONY: all build test olm-drill lint render crd generate bench install uninstall deploy undeploy run cluster registry bench-operator bundle crds static bundle-build-push docker-build catalog catalog-build-push subscriptions bench-catalog bench-api
 
 all: build
 
@@ -85,6 +87,8 @@ generate: build
 	$(OPERATOR) values-schema --api-version v1alpha2 > charts/model-orchestra-1.0/values.schema.json
 	$(OPERATOR) rbac > config/rbac/role.yaml
 	$(OPERATOR) manifests --claim-unlabeled > config/deploy/operator.yaml
+	$(OPERATOR) manifests --only-http-api > config/deploy/http-api.yaml
+	$(OPERATOR) openapi > httpapi/openapi.json
 
 ## install: install the ModelOrchestra CRD into the cluster of the current kubeconfig
 ## (server-side: the CRD is too large for client-side apply's annotation)
@@ -97,11 +101,11 @@ uninstall:
 
 ## deploy: install the CRD, then the operator (Namespace, RBAC, Deployment) with IMG
 deploy: install build
-	$(OPERATOR) manifests --image $(IMG) --claim-unlabeled | $(KUBECTL) apply --server-side -f -
+	$(OPERATOR) manifests --image $(IMG) --claim-unlabeled $(if $(HTTP_API),--http-api) | $(KUBECTL) apply --server-side -f -
 
 ## undeploy: remove the operator (the CRD and the CRs stay)
 undeploy: build
-	$(OPERATOR) manifests --image $(IMG) --claim-unlabeled | $(KUBECTL) delete --ignore-not-found -f -
+	$(OPERATOR) manifests --image $(IMG) --claim-unlabeled $(if $(HTTP_API),--http-api) | $(KUBECTL) delete --ignore-not-found -f -
 
 ## run: run the operator locally against the current kubeconfig
 run: build
@@ -125,6 +129,12 @@ bench-operator:
 	$(CARGO) build --release -p model-orchestra-operator --bins --benches
 	$(CARGO) bench -p model-orchestra-operator --bench operator
 
+## bench-api: the HTTP API under load (100 CRs, 10 keys, 50 clients, 30 s) on the local control plane
+bench-api:
+	scripts/build-go-tools.sh k8s kwok crds
+	$(CARGO) build --release -p model-orchestra-operator --bins --bench api
+	$(CARGO) bench -p model-orchestra-operator --bench api
+
 ## bench: render benchmarks (criterion)
 bench:
 	$(CARGO) bench -p model-orchestra-operator --bench render
@@ -132,7 +142,7 @@ bench:
 ## bundle: generate bundles/$(VERSION) (CSV from the operator's Deployment and RBAC) and validate it.
 ## A released bundle never changes: regenerating with different content is refused.
 bundle: build
-	$(BUNDLE_TOOL) bundle generate --version $(VERSION) --crd-version $(CRD_VERSION) --channels $(CHANNELS) --default-channel $(DEFAULT_CHANNEL) --image $(IMAGE_TAG_BASE) --crd-mode $(CRD_MODE) --output $(BUNDLES_DIR)
+	$(BUNDLE_TOOL) bundle generate --version $(VERSION) --crd-version $(CRD_VERSION) --channels $(CHANNELS) --default-channel $(DEFAULT_CHANNEL) --image $(IMAGE_TAG_BASE) --crd-mode $(CRD_MODE) $(if $(HTTP_API),--http-api) --output $(BUNDLES_DIR)
 	$(BUNDLE_TOOL) bundle validate $(BUNDLES_DIR)/$(VERSION)
 
 ## crds: print the shared CRD (every served version); `make install` applies it

@@ -2,6 +2,7 @@
 # Installs what the test suite needs that cargo does not build, into target/tools/ (and,
 # for Debian packages, the system). Idempotent: a second run is a quick no-op.
 #   - kubernetes-validate (PyPI): the real Kubernetes OpenAPI schemas, offline.
+#   - chromium (Debian): the HTTP API's status page test, headless.
 #   - docker-registry, skopeo, openssl (Debian): a real OCI registry on 127.0.0.1 for bundle-tool's
 #     pushes, and an independent client to check what was pushed.
 #   - the upstream Go programs (etcd, kube-apiserver, kube-controller-manager,
@@ -29,6 +30,8 @@ command -v openssl >/dev/null || missing+=(openssl)
 # Network namespaces for the tests that reach pods (verified promotion): unshare and ip.
 command -v unshare >/dev/null || missing+=(util-linux)
 command -v ip >/dev/null || missing+=(iproute2)
+# A real browser for the HTTP API's status page test (headless, driven over DevTools).
+command -v chromium >/dev/null || missing+=(chromium)
 if ((${#missing[@]})); then
   echo "install-test-deps: apt-get install ${missing[*]}" >&2
   sudo_cmd=(); [ "$(id -u)" = 0 ] || sudo_cmd=(sudo)

@@ -194,6 +194,9 @@ enum BundleCommand {
         /// The installed operator also takes CRs without the operatorVersion label.
         #[arg(long)]
         claim_unlabeled: bool,
+        /// Also install the HTTP API (README: "HTTP API").
+        #[arg(long)]
+        http_api: bool,
         /// The operator's catalog metadata (display name, maintainers, icon…).
         #[arg(long, default_value = "config/manifests/metadata.yaml")]
         metadata: PathBuf,
@@ -233,6 +236,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             image,
             crd_mode,
             claim_unlabeled,
+            http_api,
             metadata,
             output,
         }) => {
@@ -247,6 +251,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 image,
                 crd_mode,
                 claim_unlabeled,
+                http_api,
             };
             let crd = bundle_tool::crds::crd();
             bundle_tool::crds::refuse_incompatible(&crd, &output)?;

@@ -25,6 +25,7 @@ fn options(version: &str, mode: CrdMode) -> GenerateOptions {
         image: "ghcr.io/titanml/model-orchestra-operator".into(),
         crd_mode: mode,
         claim_unlabeled: false,
+        http_api: false,
     }
 }
 

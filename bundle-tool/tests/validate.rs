@@ -34,6 +34,7 @@ fn options(mode: CrdMode) -> GenerateOptions {
         image: "registry.example/op".into(),
         crd_mode: mode,
         claim_unlabeled: false,
+        http_api: false,
     }
 }
 
@@ -146,6 +147,27 @@ fn generated_bundles_are_valid_in_both_crd_modes_for_bundle_tool_and_operator_sd
             );
         }
     }
+}
+
+#[test]
+fn a_bundle_with_the_http_api_is_valid_for_bundle_tool_and_operator_sdk() {
+    let dir = std::env::temp_dir().join(format!("bt-valid-http-api-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let opts = GenerateOptions { http_api: true, ..options(CrdMode::Owned) };
+    let files = bundle_files(&opts, &metadata(), &bundle_tool::crds::crd()).unwrap();
+    assert!(files.contains_key("manifests/model-orchestra-api.service.yaml"), "{:?}", files.keys());
+    let csv: serde_json::Value =
+        serde_yaml::from_str(&files["manifests/model-orchestra-operator.clusterserviceversion.yaml"]).unwrap();
+    let install = &csv["spec"]["install"]["spec"];
+    assert_eq!(install["deployments"][1]["name"], "model-orchestra-api");
+    assert_eq!(install["permissions"][0]["serviceAccountName"], "model-orchestra-api");
+    write_bundle(&dir, &files).unwrap();
+    let d = Dir(dir);
+    let findings = validate(&d.0);
+    assert!(findings.is_empty(), "{findings:?}");
+    let (passed, sdk) = operator_sdk(&d.0);
+    let unjustified: Vec<&String> = sdk.iter().filter(|f| !justified(f)).collect();
+    assert!(passed && unjustified.is_empty(), "operator-sdk: {}", sdk.join("\n"));
 }
 
 #[test]

@@ -15,6 +15,9 @@ pub struct AuditEvent {
     #[serde(rename = "requestURI")]
     pub request_uri: String,
     pub user: User,
+    /// The user the request acted as, when `user` impersonated one (`Impersonate-User`).
+    #[serde(default)]
+    pub impersonated_user: Option<User>,
     #[serde(default)]
     pub user_agent: String,
     #[serde(default)]
@@ -67,6 +70,11 @@ impl AuditEvent {
 
     pub fn is_dry_run(&self) -> bool {
         self.request_uri.contains("dryRun=All")
+    }
+
+    /// Whom the request acted as: the impersonated user, else the authenticated one.
+    pub fn acting_user(&self) -> &str {
+        self.impersonated_user.as_ref().unwrap_or(&self.user).username.as_str()
     }
 
     pub fn code(&self) -> u16 {

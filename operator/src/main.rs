@@ -55,6 +55,12 @@ enum Command {
         /// The ModelOrchestra version the operator serves [default: the operator's, v1alpha1].
         #[arg(long, value_parser = api_version_parser())]
         api_version: Option<ApiVersion>,
+        /// Also the HTTP API: its Deployment, ServiceAccount, Service and Role (README: "HTTP API").
+        #[arg(long)]
+        http_api: bool,
+        /// Only the HTTP API (to add it beside an installed operator).
+        #[arg(long, conflicts_with = "http_api")]
+        only_http_api: bool,
     },
     /// Print the JSON Schema of a chart's values (charts/model-orchestra/values.schema.json).
     ValuesSchema {
@@ -62,6 +68,15 @@ enum Command {
         #[arg(long, value_parser = api_version_parser(), default_value = "v1alpha1")]
         api_version: ApiVersion,
     },
+    /// Serve the HTTP API (JSON under /api/v1, a status page at /) for API key holders.
+    ServeApi(Box<api::ServeApiArgs>),
+    /// Manage the HTTP API's keys (with an administrator's kubeconfig).
+    ApiKey {
+        #[command(subcommand)]
+        command: api::ApiKeyCommand,
+    },
+    /// Print the HTTP API's OpenAPI document (httpapi/openapi.json).
+    Openapi,
     /// Render a ModelOrchestra (v1alpha1 or v1alpha2) offline, like `helm template`: the exact
     /// objects the operator applies, on stdout; warnings on stderr.
     Render {
@@ -77,6 +92,7 @@ enum Command {
     },
 }
 
+mod api;
 mod run;
 
 #[global_allocator]
@@ -100,7 +116,10 @@ fn execute(cli: Cli) -> anyhow::Result<()> {
         Command::Run(args) => run::run(*args)?,
         Command::Crd => print!("{}", model_orchestra_api::crd::crd_yaml()),
         Command::Rbac { name } => print!("{}", model_orchestra_api::deploy::rbac::cluster_role_yaml(&name)),
-        Command::Manifests { image, namespace, routing, claim_unlabeled, api_version } => {
+        Command::ServeApi(args) => api::serve(*args)?,
+        Command::ApiKey { command } => api::api_key(command)?,
+        Command::Openapi => print!("{}", model_orchestra_http::openapi::json()),
+        Command::Manifests { image, namespace, routing, claim_unlabeled, api_version, http_api, only_http_api } => {
             let served = api_version.unwrap_or(ApiVersion::V1alpha1);
             let routing = routing
                 .unwrap_or_else(|| model_orchestra_api::lines::default_routing(env!("CARGO_PKG_VERSION"), served));
@@ -112,7 +131,12 @@ fn execute(cli: Cli) -> anyhow::Result<()> {
                 api_version,
                 release: None,
             };
-            print!("{}", model_orchestra_api::deploy::operator::all_yaml(&options));
+            if !only_http_api {
+                print!("{}", model_orchestra_api::deploy::operator::all_yaml(&options));
+            }
+            if http_api || only_http_api {
+                print!("{}", model_orchestra_api::deploy::httpapi::all_yaml(&options));
+            }
         }
         Command::ValuesSchema { api_version } => {
             print!("{}", model_orchestra_api::crd::values_schema_json(api_version))

@@ -75,12 +75,12 @@ pub struct RunArgs {
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
-enum LogFormat {
+pub(crate) enum LogFormat {
     Plain,
     Json,
 }
 
-fn init_logging(format: LogFormat) {
+pub(crate) fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
     // Colour only for a person at a terminal; logs collected from a pipe or a file stay plain.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());

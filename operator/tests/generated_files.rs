@@ -216,3 +216,19 @@ fn crd_validates_device_and_counts() {
         assert_eq!(app["properties"]["readerConfig"]["x-kubernetes-preserve-unknown-fields"], true);
     }
 }
+
+#[test]
+fn checked_in_http_api_manifests_are_up_to_date() {
+    let options = model_orchestra_api::deploy::operator::DeployOptions {
+        namespace: "model-orchestra-system".into(),
+        image: concat!("ghcr.io/titanml/model-orchestra-operator:", env!("CARGO_PKG_VERSION")).into(),
+        routing: model_orchestra_api::lines::default_routing(env!("CARGO_PKG_VERSION"), ApiVersion::V1alpha1),
+        claim_unlabeled: false,
+        api_version: None,
+        release: None,
+    };
+    assert!(
+        repo_file("config/deploy/http-api.yaml") == model_orchestra_api::deploy::httpapi::all_yaml(&options),
+        "config/deploy/http-api.yaml is stale: run `make generate`"
+    );
+}

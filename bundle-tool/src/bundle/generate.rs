@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use model_orchestra_api::deploy::httpapi;
 use model_orchestra_api::deploy::operator::{self as deploy, DeployOptions};
 use model_orchestra_api::deploy::rbac;
 use model_orchestra_api::lines::default_routing;
@@ -34,6 +35,9 @@ pub struct GenerateOptions {
     pub image: String,
     pub crd_mode: CrdMode,
     pub claim_unlabeled: bool,
+    /// Also install the HTTP API (`serve-api`): its Deployment and namespaced permissions in
+    /// the CSV, its Service and the keys' access ClusterRoles as bundle objects.
+    pub http_api: bool,
 }
 
 /// The operator image reference for `image` and `version`.
@@ -83,6 +87,16 @@ pub fn bundle_files(
     if opts.crd_mode == CrdMode::Owned {
         files.insert(format!("manifests/{CRD_FILE}"), yaml(crd));
     }
+    if opts.http_api {
+        for object in http_api_objects(opts) {
+            let file = format!(
+                "manifests/{}.{}.yaml",
+                object["metadata"]["name"].as_str().unwrap_or_default(),
+                object["kind"].as_str().unwrap_or_default().to_lowercase()
+            );
+            files.insert(file, yaml(&object));
+        }
+    }
     let annotations = annotations::for_bundle(&meta.package_name, &channels, opts.default_channel.as_deref());
     files.insert("metadata/annotations.yaml".into(), yaml(&json!({ "annotations": annotations })));
     files.insert("bundle.Dockerfile".into(), dockerfile(&annotations));
@@ -117,6 +131,14 @@ fn csv(opts: &GenerateOptions, meta: &OperatorMetadata, crd: &Value) -> Value {
     };
     let deployment = deploy::deployment(&deploy_opts);
     let role = rbac::cluster_role(&deploy_opts.name());
+    let mut deployments =
+        vec![json!({"name": deploy_opts.name(), "label": deployment.metadata.labels, "spec": deployment.spec})];
+    let mut permissions = vec![];
+    if opts.http_api {
+        let api = httpapi::deployment(&deploy_opts);
+        deployments.push(json!({"name": httpapi::NAME, "label": api.metadata.labels, "spec": api.spec}));
+        permissions.push(json!({"serviceAccountName": httpapi::NAME, "rules": httpapi::rules()}));
+    }
 
     let mut example: Value = serde_yaml::from_str(sample_cr(&opts.crd_version)).expect("the sample CR is YAML");
     example["metadata"]["labels"]["operatorVersion"] = json!(routing);
@@ -143,11 +165,14 @@ fn csv(opts: &GenerateOptions, meta: &OperatorMetadata, crd: &Value) -> Value {
             "strategy": "deployment",
             "spec": {
                 "clusterPermissions": [{"serviceAccountName": deploy_opts.name(), "rules": role.rules}],
-                "deployments": [{"name": deploy_opts.name(), "label": deployment.metadata.labels, "spec": deployment.spec}],
+                "deployments": deployments,
             },
         },
         "relatedImages": [{"name": "model-orchestra-operator", "image": image}],
     });
+    if !permissions.is_empty() {
+        spec["install"]["spec"]["permissions"] = json!(permissions);
+    }
     if let Some(m) = &meta.min_kube_version {
         spec["minKubeVersion"] = json!(m);
     }
@@ -190,6 +215,29 @@ fn csv(opts: &GenerateOptions, meta: &OperatorMetadata, crd: &Value) -> Value {
         "metadata": {"name": csv_name(&meta.package_name, version), "annotations": annotations},
         "spec": spec,
     })
+}
+
+/// The HTTP API's objects OLM installs beside the CSV: its Service and the ClusterRoles
+/// that `api-key create` binds keys to.
+fn http_api_objects(opts: &GenerateOptions) -> Vec<Value> {
+    let deploy_opts = DeployOptions {
+        namespace: String::new(),
+        image: image_ref(&opts.image, &opts.version),
+        routing: String::new(),
+        claim_unlabeled: false,
+        api_version: None,
+        release: Some(opts.version.to_string()),
+    };
+    httpapi::all(&deploy_opts)
+        .into_iter()
+        .filter(|o| o["kind"] == "Service" || o["kind"] == "ClusterRole")
+        .map(|mut o| {
+            if let Some(meta) = o["metadata"].as_object_mut() {
+                meta.remove("namespace");
+            }
+            o
+        })
+        .collect()
 }
 
 /// Whether writing `files` into `dir` creates it, leaves it as it is, or is refused.

@@ -158,6 +158,7 @@ pub fn generate_options(version: &str, mode: CrdMode, claim_unlabeled: bool) -> 
         image: "127.0.0.1/model-orchestra-operator".into(),
         crd_mode: mode,
         claim_unlabeled,
+        http_api: false,
     }
 }
 

@@ -199,9 +199,26 @@ fn render_app(out: &mut String, app: &str, a: &ApplicationSummary) {
         let answer = p["answer"].as_str().map(|a| format!(" answered “{}”", escape(a))).unwrap_or_default();
         format!(" <code>{}</code>{answer}", escape(&revision.chars().take(10).collect::<String>()))
     });
+    // A group's members are its replicas: say so, with what it waits for and where it answers.
+    let group = a
+        .group
+        .as_ref()
+        .map(|g| {
+            let message = g["message"].as_str().filter(|m| !m.is_empty());
+            format!(
+                " <span class=\"small\">nodes</span>{}",
+                message.map(|m| format!("<div class=\"small group\">{}</div>", escape(m))).unwrap_or_default()
+            )
+        })
+        .unwrap_or_default();
+    let address = a
+        .address
+        .as_deref()
+        .map(|x| format!("<div class=\"small\"><code>{}</code></div>", escape(x)))
+        .unwrap_or_default();
     let _ = write!(
         out,
-        "<tr data-app=\"{app}\" data-ready=\"{r}\"><td>{app}</td><td>{ready}</td><td>{}/{}</td><td class=\"model\">{model}</td><td class=\"promotion\">{promotion}</td></tr>",
+        "<tr data-app=\"{app}\" data-ready=\"{r}\"><td>{app}{address}</td><td>{ready}</td><td>{}/{}{group}</td><td class=\"model\">{model}</td><td class=\"promotion\">{promotion}</td></tr>",
         a.ready_replicas,
         a.desired_replicas,
         app = escape(app),
@@ -279,5 +296,26 @@ mod tests {
             escape("<script>alert('x')</script> & \""),
             "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;"
         );
+    }
+
+    #[test]
+    fn a_group_shows_what_it_waits_for_and_where_it_answers() {
+        let cr: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "models.titanml.co/v1alpha2", "kind": "ModelOrchestra",
+            "metadata": {"name": "big", "namespace": "team-a"},
+            "status": {"applications": {"chat": {
+                "ready": false, "readyReplicas": 3, "desiredReplicas": 4,
+                "address": "big-model-orchestra-chat.team-a.svc:9999",
+                "group": {"nodes": 4, "ready": 3, "message": "starting: the root runs only with every worker ready (<3/3>)"}
+            }}}
+        }))
+        .unwrap();
+        let summary = StatusSummary::of(&cr);
+        assert_eq!(summary.applications["chat"].group.as_ref().unwrap()["nodes"], 4);
+        let mut html = String::new();
+        render_app(&mut html, "chat", &summary.applications["chat"]);
+        assert!(html.contains("3/4"), "{html}");
+        assert!(html.contains("starting: the root runs only with every worker ready (&lt;3/3&gt;)"), "{html}");
+        assert!(html.contains("<code>big-model-orchestra-chat.team-a.svc:9999</code>"), "{html}");
     }
 }

@@ -49,6 +49,11 @@ pub struct ApplicationSummary {
     /// `{phase, revision, answer, message, …}` of its verified promotion, when enabled.
     #[schema(value_type = Option<Object>)]
     pub promotion: Option<Value>,
+    /// `{nodes, ready, root, workers, message}` of a distributed-llama group.
+    #[schema(value_type = Option<Object>)]
+    pub group: Option<Value>,
+    /// Where clients reach a distributed-llama application (its root's Service, `host:port`).
+    pub address: Option<String>,
 }
 
 fn text(v: &Value) -> Option<String> {
@@ -74,6 +79,8 @@ impl StatusSummary {
                                 desired_replicas: a["desiredReplicas"].as_i64().unwrap_or(0),
                                 model: present("model"),
                                 promotion: present("promotion"),
+                                group: present("group"),
+                                address: text(&a["address"]),
                             },
                         )
                     })

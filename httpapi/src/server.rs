@@ -102,6 +102,21 @@ pub(crate) struct AppState {
     pub(crate) cache: crate::cache::ReadCache,
 }
 
+impl AppState {
+    fn new(keys: KeyStore, config: kube::Config, validator: Validator, options: &ServeOptions) -> AppState {
+        AppState {
+            keys,
+            limiter: RateLimiter::new(options.rate_per_second, options.burst),
+            clients: Clients::new(config),
+            validator,
+            max_body: options.max_body_bytes,
+            timeout: options.request_timeout,
+            secure_cookie: !options.insecure_listen,
+            cache: crate::cache::ReadCache::new(options.read_cache),
+        }
+    }
+}
+
 pub(crate) type Shared = Arc<AppState>;
 
 /// The key's record and a client acting as its user: present on requests with a valid key.
@@ -308,16 +323,7 @@ pub async fn serve(options: ServeOptions, config: kube::Config, validator: Valid
             ns = options.keys_namespace
         );
     }
-    let state = Arc::new(AppState {
-        keys: keys.clone(),
-        limiter: RateLimiter::new(options.rate_per_second, options.burst),
-        clients: Clients::new(config),
-        validator,
-        max_body: options.max_body_bytes,
-        timeout: options.request_timeout,
-        secure_cookie: !options.insecure_listen,
-        cache: crate::cache::ReadCache::new(options.read_cache),
-    });
+    let state = Arc::new(AppState::new(keys.clone(), config, validator, &options));
     tokio::spawn(forget_revoked(state.clone()));
     let app = router(state);
     let listener =
@@ -392,14 +398,5 @@ async fn shutdown_signal() {
 /// The router on a listener without the Kubernetes side: for tests of the HTTP layer.
 #[doc(hidden)]
 pub fn test_router(keys: KeyStore, config: kube::Config, validator: Validator, options: &ServeOptions) -> Router {
-    router(Arc::new(AppState {
-        keys,
-        limiter: RateLimiter::new(options.rate_per_second, options.burst),
-        clients: Clients::new(config),
-        validator,
-        max_body: options.max_body_bytes,
-        timeout: options.request_timeout,
-        secure_cookie: !options.insecure_listen,
-        cache: crate::cache::ReadCache::new(options.read_cache),
-    }))
+    router(Arc::new(AppState::new(keys, config, validator, options)))
 }

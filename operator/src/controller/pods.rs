@@ -86,20 +86,27 @@ impl Pods {
         let _ = self.store.wait_until_ready().await;
     }
 
+    /// The cached pods of the release `release` in `namespace` whose component label is `component`.
+    fn labelled<'a>(
+        &self,
+        namespace: &'a str,
+        release: &'a str,
+        component: &'a str,
+    ) -> impl Iterator<Item = std::sync::Arc<Pod>> + 'a {
+        self.store.state().into_iter().filter(move |p| {
+            let labels = p.metadata.labels.as_ref();
+            p.metadata.namespace.as_deref() == Some(namespace)
+                && labels.and_then(|l| l.get(INSTANCE_LABEL)).map(String::as_str) == Some(release)
+                && labels.and_then(|l| l.get(COMPONENT_LABEL)).map(String::as_str) == Some(component)
+        })
+    }
+
     /// Why the pods of `component` of the release `release` in `namespace` are not running,
     /// if one of them says: the newest such pod's problem (during a rollout, the new
     /// template's pods matter, not the old ones on their way out).
     pub(super) fn problem(&self, namespace: &str, release: &str, component: &Component) -> Option<PodProblem> {
         let label = component.label_value()?;
-        self.store
-            .state()
-            .into_iter()
-            .filter(|p| {
-                let labels = p.metadata.labels.as_ref();
-                p.metadata.namespace.as_deref() == Some(namespace)
-                    && labels.and_then(|l| l.get(INSTANCE_LABEL)).map(String::as_str) == Some(release)
-                    && labels.and_then(|l| l.get(COMPONENT_LABEL)) == Some(&label)
-            })
+        self.labelled(namespace, release, &label)
             .filter_map(|p| Some((newness(&p), pod_problem(&p)?)))
             .max_by(|a, b| a.0.cmp(&b.0))
             .map(|(_, problem)| problem)
@@ -109,34 +116,14 @@ impl Pods {
     /// in `namespace`.
     pub(super) fn members(&self, namespace: &str, release: &str, component: &Component) -> Vec<Member> {
         let Some(label) = component.label_value() else { return Vec::new() };
-        self.store
-            .state()
-            .into_iter()
-            .filter(|p| {
-                let labels = p.metadata.labels.as_ref();
-                p.metadata.namespace.as_deref() == Some(namespace)
-                    && labels.and_then(|l| l.get(INSTANCE_LABEL)).map(String::as_str) == Some(release)
-                    && labels.and_then(|l| l.get(COMPONENT_LABEL)) == Some(&label)
-            })
-            .filter_map(|p| group::member(&p))
-            .collect()
+        self.labelled(namespace, release, &label).filter_map(|p| group::member(&p)).collect()
     }
 
     /// The newest pod of the model download of `application` (component
     /// `model-<application>`) of the release `release` in `namespace`.
     pub(super) fn download_pod(&self, namespace: &str, release: &str, application: &str) -> Option<Pod> {
         let label = format!("model-{application}");
-        self.store
-            .state()
-            .into_iter()
-            .filter(|p| {
-                let labels = p.metadata.labels.as_ref();
-                p.metadata.namespace.as_deref() == Some(namespace)
-                    && labels.and_then(|l| l.get(INSTANCE_LABEL)).map(String::as_str) == Some(release)
-                    && labels.and_then(|l| l.get(COMPONENT_LABEL)) == Some(&label)
-            })
-            .max_by(|a, b| newness(a).cmp(&newness(b)))
-            .map(|p| (*p).clone())
+        self.labelled(namespace, release, &label).max_by(|a, b| newness(a).cmp(&newness(b))).map(|p| (*p).clone())
     }
 
     /// The release (CR name) and namespace a cached pod belongs to.

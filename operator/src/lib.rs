@@ -12,6 +12,7 @@
 
 pub mod chart;
 pub mod controller;
+pub mod diff;
 pub mod error;
 pub mod model;
 pub mod operations;

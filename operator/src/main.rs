@@ -75,8 +75,14 @@ enum Command {
         #[arg(long, env = "MODEL_ORCHESTRA_CHART", value_name = "DIR")]
         chart: Option<PathBuf>,
     },
+    /// Show what the operator would change in the cluster for a ModelOrchestra (a manifest,
+    /// or a live CR by name): each object created, changed (a unified diff), pruned or
+    /// unchanged, from server-side dry runs. Writes nothing. Exit status: 0 no changes,
+    /// 1 changes, 2 an error.
+    Diff(Box<diff_cmd::DiffArgs>),
 }
 
+mod diff_cmd;
 mod run;
 
 #[global_allocator]
@@ -86,7 +92,11 @@ fn main() -> ExitCode {
     // Both kube and (in bundle-tool) oci-client use rustls; with more than one crypto
     // provider compiled in, rustls needs to be told which one to use.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    match execute(Cli::parse()) {
+    let command = match Cli::parse().command {
+        Command::Diff(args) => return diff_cmd::diff(*args),
+        command => command,
+    };
+    match execute(command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -95,8 +105,8 @@ fn main() -> ExitCode {
     }
 }
 
-fn execute(cli: Cli) -> anyhow::Result<()> {
-    match cli.command {
+fn execute(command: Command) -> anyhow::Result<()> {
+    match command {
         Command::Run(args) => run::run(*args)?,
         Command::Crd => print!("{}", model_orchestra_api::crd::crd_yaml()),
         Command::Rbac { name } => print!("{}", model_orchestra_api::deploy::rbac::cluster_role_yaml(&name)),
@@ -118,6 +128,7 @@ fn execute(cli: Cli) -> anyhow::Result<()> {
             print!("{}", model_orchestra_api::crd::values_schema_json(api_version))
         }
         Command::Render { file, namespace, chart } => render(&file, &namespace, chart.as_deref())?,
+        Command::Diff(_) => unreachable!("diff sets its own exit status"),
     }
     Ok(())
 }

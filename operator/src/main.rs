@@ -1,14 +1,14 @@
 //! `model-orchestra-operator`: run the controller, render a ModelOrchestra offline, or print
 //! the generated manifests (CRD, RBAC, values schema).
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Parser, Subcommand};
-use model_orchestra::chart::{to_yaml_stream, Chart};
+use model_orchestra::chart::Chart;
 use model_orchestra::error::RenderError;
 use model_orchestra_api::ApiVersion;
 
@@ -147,13 +147,19 @@ fn render(file: &str, namespace: &str, chart: Option<&std::path::Path>) -> anyho
     let doc = model_orchestra_api::parse::document_from_yaml(&text)
         .with_context(|| format!("{source}: invalid ModelOrchestra"))?;
     let chart = chart.map(Chart::from_dir).transpose()?;
-    let rendered = model_orchestra::render_document(&doc, chart.as_ref(), namespace).map_err(|e| match e {
+    let rendered = model_orchestra::render_document_yaml(&doc, chart.as_ref(), namespace).map_err(|e| match e {
         RenderError::Input(errors) => anyhow::anyhow!("{source}: invalid ModelOrchestra: {errors}"),
         chart => anyhow::Error::new(chart).context(format!("{source}: cannot render")),
     })?;
+    drop((text, doc));
     for w in &rendered.warnings {
         eprintln!("warning: {source}: {w}");
     }
-    print!("{}", to_yaml_stream(&rendered.objects));
+    // Object by object: the whole stream is never one string.
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
+    for document in &rendered.documents {
+        out.write_all(document.as_bytes()).context("writing standard output")?;
+    }
+    out.flush().context("writing standard output")?;
     Ok(())
 }

@@ -125,9 +125,11 @@ bench-operator:
 	$(CARGO) build --release -p model-orchestra-operator --bins --benches
 	$(CARGO) bench -p model-orchestra-operator --bench operator
 
-## bench: render benchmarks (criterion)
+## bench: render benchmarks (criterion, in process), then the whole render process (release
+## binary: median wall time and peak RSS for the sample, 50 and 1,000 applications)
 bench:
 	$(CARGO) bench -p model-orchestra-operator --bench render
+	$(CARGO) bench -p model-orchestra-operator --bench render_process
 
 ## bundle: generate bundles/$(VERSION) (CSV from the operator's Deployment and RBAC) and validate it.
 ## A released bundle never changes: regenerating with different content is refused.

@@ -123,11 +123,16 @@ cluster:
 registry:
 	REGISTRY_PORT="$(REGISTRY_PORT)" scripts/registry.sh
 
-## bench-operator: 1,000 CRs x 4 applications through the release operator on the local control plane
+## bench-operator: for 100 and 1,000 CRs (BENCH_OPERATOR_CRS) x 4 applications (BENCH_APPS): a bare
+## server-side apply of the rendered objects, then the release operator, each on a fresh local
+## control plane, side by side
+BENCH_OPERATOR_CRS ?= 100 1000
 bench-operator:
 	scripts/build-go-tools.sh k8s kwok crds
 	$(CARGO) build --release -p model-orchestra-operator --bins --benches
-	$(CARGO) bench -p model-orchestra-operator --bench operator
+	for crs in $(BENCH_OPERATOR_CRS); do \
+		BENCH_CRS=$$crs $(CARGO) bench -p model-orchestra-operator --bench operator || exit 1; \
+	done
 
 ## bench-api: the HTTP API under load (100 CRs, 10 keys, 50 clients, 30 s) on the local control plane
 bench-api:
@@ -135,9 +140,11 @@ bench-api:
 	$(CARGO) build --release -p model-orchestra-operator --bins --bench api
 	$(CARGO) bench -p model-orchestra-operator --bench api
 
-## bench: render benchmarks (criterion)
+## bench: render benchmarks (criterion, in process), then the whole render process (release
+## binary: median wall time and peak RSS for the sample, 50 and 1,000 applications)
 bench:
 	$(CARGO) bench -p model-orchestra-operator --bench render
+	$(CARGO) bench -p model-orchestra-operator --bench render_process
 
 ## bundle: generate bundles/$(VERSION) (CSV from the operator's Deployment and RBAC) and validate it.
 ## A released bundle never changes: regenerating with different content is refused.

@@ -1,9 +1,13 @@
-//! Operator benchmark (`make bench-operator`): 1,000 ModelOrchestras × 4 applications
-//! through the release operator binary, under its own ServiceAccount, against the real local
+//! Operator benchmark (`make bench-operator`): first the physical limit — a bare concurrent
+//! server-side-apply client applying exactly the objects `render` produces for the same CRs
+//! (no operator, no CR, no dry run, no status), under the operator's ServiceAccount, on a fresh
+//! local control plane — then 1,000 ModelOrchestras × 4 applications through the release
+//! operator binary on a fresh control plane of the same shape; both side by side with ratios
+//! (converge time, API requests per CR, kube-apiserver CPU). The operator runs under its own ServiceAccount, against the real local
 //! control plane (etcd — data in a temp dir, no fsync —, kube-apiserver, controller manager,
 //! scheduler, kwok nodes: every Deployment gets its ReplicaSet and pods).
 //!
-//! Reports: time from creating all CRs until every one is applied and has status; API
+//! Operator reports: time from creating all CRs until every one is applied and has status; API
 //! requests per CR and per kind, from the API server's audit log; the operator's peak RSS and
 //! CPU; kube-apiserver's CPU; then a steady state of resyncs with writes per no-op reconcile;
 //! then every CR deleted, and the operator's memory after it forgot them. Targets: converge ≤
@@ -89,25 +93,15 @@ fn main() {
     runtime.block_on(bench());
 }
 
-async fn bench() {
-    let crs = env_num("BENCH_CRS", 1000);
-    let apps = env_num("BENCH_APPS", 4);
-    let steady = Duration::from_secs(env_num("BENCH_STEADY_SECONDS", 30));
-    let resync = env_num("BENCH_RESYNC_SECONDS", 10);
-
+/// A fresh control plane with the CRD, the bench namespace and the operator's RBAC; the
+/// kubeconfig of the operator's ServiceAccount (in `dir`).
+async fn fresh_cluster(dir: &std::path::Path) -> (Cluster, kube::Client, Api<DynamicObject>, std::path::PathBuf) {
     // The controllers create thousands of ReplicaSets and pods: let them keep up.
     let cluster = Cluster::start(Options { controller_qps: 500, ..Options::default() }).await.expect("local cluster");
     let client = cluster.client().await.unwrap();
     apply(&client, &serde_json::to_value(model_orchestra_api::crd::crd()).unwrap()).await;
     apply(&client, &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})).await;
-    let options = DeployOptions {
-        namespace: OPERATOR_NAMESPACE.into(),
-        image: "unused".into(),
-        routing: "v0".into(),
-        claim_unlabeled: true,
-        api_version: None,
-        release: None,
-    };
+    let options = deploy_options();
     for object in model_orchestra_api::deploy::operator::all(&options).into_iter().filter(|o| o["kind"] != "Deployment")
     {
         apply(&client, &object).await;
@@ -117,10 +111,82 @@ async fn bench() {
     while mo.list(&Default::default()).await.is_err() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let dir = std::env::temp_dir().join(format!("mo-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
     let kubeconfig = dir.join("operator.kubeconfig");
     cluster.service_account_kubeconfig(OPERATOR_NAMESPACE, &options.name(), &kubeconfig, None).await.unwrap();
+    (cluster, client, mo, kubeconfig)
+}
+
+fn deploy_options() -> DeployOptions {
+    DeployOptions {
+        namespace: OPERATOR_NAMESPACE.into(),
+        image: "unused".into(),
+        routing: "v0".into(),
+        claim_unlabeled: true,
+        api_version: None,
+        release: None,
+    }
+}
+
+/// The CR `name` with `apps` CPU applications.
+fn cr(name: &str, apps: u64) -> Value {
+    let applications: serde_json::Map<String, Value> = (0..apps)
+        .map(|a| (format!("app{a}"), json!({"readerConfig": {"modelName": format!("org/model-{a}"), "device": "cpu"}})))
+        .collect();
+    json!({"apiVersion": "models.titanml.co/v1alpha1", "kind": "ModelOrchestra", "metadata": {"name": name, "namespace": NAMESPACE}, "spec": {"applications": applications}})
+}
+
+/// What both sides are compared on.
+struct Figures {
+    converge: Duration,
+    requests: usize,
+    apiserver_cpu: f64,
+}
+
+/// The physical limit: every object `render` produces for the CRs, server-side applied by a
+/// plain client under the operator's identity, as concurrently as the operator applies
+/// (`--concurrency` 8 CRs × 8 objects); done when every apply has succeeded.
+async fn bare(crs: u64, apps: u64, dir: &std::path::Path) -> Figures {
+    let (cluster, _admin, _mo, kubeconfig) = fresh_cluster(dir).await;
+    let client = local_cluster::client_for(&kubeconfig).await.unwrap();
+    let objects: Vec<Value> = (0..crs)
+        .flat_map(|i| model_orchestra::render_value(&cr(&format!("mo-{i:04}"), apps), NAMESPACE).unwrap().objects)
+        .map(|o| o.object)
+        .collect();
+    let apiserver = cluster.pids().into_iter().find(|(n, _)| *n == "kube-apiserver").map(|(_, p)| p).unwrap();
+    let audit = cluster.audit();
+    let mark = audit.mark();
+    let apiserver_cpu0 = cpu_seconds(apiserver);
+    let started = Instant::now();
+    futures::stream::iter(objects.iter())
+        .for_each_concurrent(64, |object| {
+            let client = client.clone();
+            async move {
+                let kind = model_orchestra_api::kinds::Kind::from_kind(object["kind"].as_str().unwrap()).unwrap();
+                let api: Api<DynamicObject> = Api::namespaced_with(client, NAMESPACE, &kind.resource());
+                let name = object["metadata"]["name"].as_str().unwrap();
+                let params = PatchParams::apply("model-orchestra-operator").force();
+                api.patch(name, &params, &Patch::Apply(object)).await.unwrap();
+            }
+        })
+        .await;
+    let converge = started.elapsed();
+    let apiserver_cpu = cpu_seconds(apiserver) - apiserver_cpu0;
+    let user = format!("system:serviceaccount:{OPERATOR_NAMESPACE}:{}", deploy_options().name());
+    let requests = audit.since(mark).into_iter().filter(|e| e.user.username == user).count();
+    cluster.stop();
+    Figures { converge, requests, apiserver_cpu }
+}
+
+async fn bench() {
+    let crs = env_num("BENCH_CRS", 1000);
+    let apps = env_num("BENCH_APPS", 4);
+    let steady = Duration::from_secs(env_num("BENCH_STEADY_SECONDS", 30));
+    let resync = env_num("BENCH_RESYNC_SECONDS", 10);
+    let dir = std::env::temp_dir().join(format!("mo-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+
+    let bare = bare(crs, apps, &dir).await;
+    let (cluster, client, mo, kubeconfig) = fresh_cluster(&dir).await;
 
     // BENCH_WRAP runs the operator under a profiler, e.g. BENCH_WRAP=heaptrack.
     let binary = env!("CARGO_BIN_EXE_model-orchestra-operator");
@@ -183,9 +249,7 @@ async fn bench() {
         .for_each_concurrent(16, |name| {
             let mo = mo.clone();
             async move {
-                let applications: serde_json::Map<String, Value> =
-                    (0..apps).map(|a| (format!("app{a}"), json!({"readerConfig": {"modelName": format!("org/model-{a}"), "device": "cpu"}}))).collect();
-                let cr = json!({"apiVersion": "models.titanml.co/v1alpha1", "kind": "ModelOrchestra", "metadata": {"name": name}, "spec": {"applications": applications}});
+                let cr = cr(name, apps);
                 mo.patch(name, &PatchParams::apply("bench"), &Patch::Apply(&cr)).await.unwrap();
             }
         })
@@ -310,4 +374,19 @@ async fn bench() {
         mib(baseline_rss)
     );
     println!("  peak RSS overall:         {:.1} MiB (target <= 100 MiB)", mib(peak));
+    let ours = Figures { converge: converged, requests: converge_events.len(), apiserver_cpu };
+    compare(crs, apps, &bare, &ours);
+}
+
+/// The operator beside the bare apply of the same objects (targets: ≤ 1.3× on each).
+fn compare(crs: u64, apps: u64, bare: &Figures, ours: &Figures) {
+    let per_cr = |f: &Figures| f.requests as f64 / crs as f64;
+    println!("operator vs bare server-side apply of the same objects ({crs} CRs x {apps} applications, fresh control plane each):");
+    println!("  {:<28} {:>10} {:>10} {:>8}", "", "bare", "operator", "ratio");
+    let row = |what: &str, b: f64, o: f64, unit: &str| {
+        println!("  {what:<28} {:>8.2}{unit} {:>8.2}{unit} {:>7.2}x", b, o, o / b.max(f64::EPSILON));
+    };
+    row("converge", bare.converge.as_secs_f64(), ours.converge.as_secs_f64(), " s");
+    row("API requests per CR", per_cr(bare), per_cr(ours), "  ");
+    row("kube-apiserver CPU", bare.apiserver_cpu, ours.apiserver_cpu, " s");
 }

@@ -7,13 +7,17 @@
 //! - `parse/sample`: strict parsing of the sample CR;
 //! - `chart/load`: loading the embedded chart (compiling its templates), once per process.
 //!
-//! The whole `render` process is measured with hyperfine, see the README.
+//! The whole `render` process is measured by the `render_process` bench (also `make bench`).
 
 // The allocator of the operator binary, so the figures are the binary's.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+#[path = "support/crs.rs"]
+mod crs;
+
 use criterion::{criterion_group, criterion_main, Criterion};
+use crs::many_apps;
 use model_orchestra::chart::{to_yaml_stream, Chart};
 use model_orchestra::model::Values;
 use model_orchestra_api::ApiVersion;
@@ -25,20 +29,9 @@ fn parse(text: &str) -> Values {
     model_orchestra::versions::served(doc.api_version).values(&doc.spec).unwrap()
 }
 
-fn many_apps(n: usize) -> String {
-    let mut yaml = String::from("apiVersion: models.titanml.co/v1alpha1\nkind: ModelOrchestra\nmetadata:\n  name: bench\nspec:\n  applications:\n");
-    for i in 0..n {
-        yaml.push_str(&format!(
-            "    app-{i}:\n      nodeSelector: {{nvidia.com/gpu.product: NVIDIA-A100}}\n      env: [{{name: INDEX, value: '{i}'}}]\n      readerConfig: {{modelName: model-{i}, device: cuda, maxBatchSize: 16}}\n"
-        ));
-    }
-    yaml
-}
-
 fn benches(c: &mut Criterion) {
     let chart = Chart::embedded(ApiVersion::V1alpha1).unwrap();
-    let sample_text =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../config/samples/modelorchestra.yaml")).unwrap();
+    let sample_text = crs::sample();
     let sample = parse(&sample_text);
     let fifty = parse(&many_apps(50));
     let none = Default::default();

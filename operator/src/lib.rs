@@ -12,6 +12,7 @@
 
 pub mod chart;
 pub mod controller;
+pub mod diff;
 pub mod error;
 pub mod model;
 pub mod operations;
@@ -24,7 +25,7 @@ use std::sync::OnceLock;
 use model_orchestra_api::parse::Document;
 use model_orchestra_api::ApiVersion;
 
-use chart::{Chart, Rendered};
+use chart::{Chart, Rendered, YamlStream};
 use error::RenderError;
 
 /// The chart compiled into this binary for `version`, loaded once per process.
@@ -45,6 +46,26 @@ pub fn render_document(
     chart: Option<&Chart>,
     default_namespace: &str,
 ) -> Result<Rendered, RenderError> {
+    let (chart, model, namespace) = document_model(doc, chart, default_namespace)?;
+    chart.render_model(doc.name(), namespace, &model)
+}
+
+/// Like [`render_document`], each object as the YAML document `render` prints.
+pub fn render_document_yaml(
+    doc: &Document,
+    chart: Option<&Chart>,
+    default_namespace: &str,
+) -> Result<YamlStream, RenderError> {
+    let (chart, model, namespace) = document_model(doc, chart, default_namespace)?;
+    chart.render_model_yaml(doc.name(), namespace, &model)
+}
+
+/// The chart that renders `doc`, its model and its release namespace.
+fn document_model<'a>(
+    doc: &'a Document,
+    chart: Option<&'a Chart>,
+    default_namespace: &'a str,
+) -> Result<(&'a Chart, model::Model, &'a str), RenderError> {
     let chart = match chart {
         Some(chart) => chart,
         None => embedded_chart(doc.api_version)?,
@@ -57,7 +78,7 @@ pub fn render_document(
     }
     let values = versions::served(doc.api_version).values(&doc.spec).map_err(|e| e.prefixed("spec"))?;
     let namespace = doc.metadata.namespace.as_deref().unwrap_or(default_namespace);
-    chart.render(doc.name(), namespace, &values, &Default::default())
+    Ok((chart, chart.model(&values, &Default::default())?, namespace))
 }
 
 /// Renders a ModelOrchestra object (as JSON) with its version's embedded chart.

@@ -1,14 +1,14 @@
 //! `model-orchestra-operator`: run the controller, render a ModelOrchestra offline, or print
 //! the generated manifests (CRD, RBAC, values schema).
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Parser, Subcommand};
-use model_orchestra::chart::{to_yaml_stream, Chart};
+use model_orchestra::chart::Chart;
 use model_orchestra::error::RenderError;
 use model_orchestra_api::ApiVersion;
 
@@ -90,9 +90,15 @@ enum Command {
         #[arg(long, env = "MODEL_ORCHESTRA_CHART", value_name = "DIR")]
         chart: Option<PathBuf>,
     },
+    /// Show what the operator would change in the cluster for a ModelOrchestra (a manifest,
+    /// or a live CR by name): each object created, changed (a unified diff), pruned or
+    /// unchanged, from server-side dry runs. Writes nothing. Exit status: 0 no changes,
+    /// 1 changes, 2 an error.
+    Diff(Box<diff_cmd::DiffArgs>),
 }
 
 mod api;
+mod diff_cmd;
 mod run;
 
 #[global_allocator]
@@ -102,7 +108,11 @@ fn main() -> ExitCode {
     // Both kube and (in bundle-tool) oci-client use rustls; with more than one crypto
     // provider compiled in, rustls needs to be told which one to use.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    match execute(Cli::parse()) {
+    let command = match Cli::parse().command {
+        Command::Diff(args) => return diff_cmd::diff(*args),
+        command => command,
+    };
+    match execute(command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -111,8 +121,8 @@ fn main() -> ExitCode {
     }
 }
 
-fn execute(cli: Cli) -> anyhow::Result<()> {
-    match cli.command {
+fn execute(command: Command) -> anyhow::Result<()> {
+    match command {
         Command::Run(args) => run::run(*args)?,
         Command::Crd => print!("{}", model_orchestra_api::crd::crd_yaml()),
         Command::Rbac { name } => print!("{}", model_orchestra_api::deploy::rbac::cluster_role_yaml(&name)),
@@ -142,6 +152,7 @@ fn execute(cli: Cli) -> anyhow::Result<()> {
             print!("{}", model_orchestra_api::crd::values_schema_json(api_version))
         }
         Command::Render { file, namespace, chart } => render(&file, &namespace, chart.as_deref())?,
+        Command::Diff(_) => unreachable!("diff sets its own exit status"),
     }
     Ok(())
 }
@@ -160,13 +171,19 @@ fn render(file: &str, namespace: &str, chart: Option<&std::path::Path>) -> anyho
     let doc = model_orchestra_api::parse::document_from_yaml(&text)
         .with_context(|| format!("{source}: invalid ModelOrchestra"))?;
     let chart = chart.map(Chart::from_dir).transpose()?;
-    let rendered = model_orchestra::render_document(&doc, chart.as_ref(), namespace).map_err(|e| match e {
+    let rendered = model_orchestra::render_document_yaml(&doc, chart.as_ref(), namespace).map_err(|e| match e {
         RenderError::Input(errors) => anyhow::anyhow!("{source}: invalid ModelOrchestra: {errors}"),
         chart => anyhow::Error::new(chart).context(format!("{source}: cannot render")),
     })?;
+    drop((text, doc));
     for w in &rendered.warnings {
         eprintln!("warning: {source}: {w}");
     }
-    print!("{}", to_yaml_stream(&rendered.objects));
+    // Object by object: the whole stream is never one string.
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
+    for document in &rendered.documents {
+        out.write_all(document.as_bytes()).context("writing standard output")?;
+    }
+    out.flush().context("writing standard output")?;
     Ok(())
 }

@@ -25,7 +25,7 @@ use crate::versions::{self, EmbeddedChart, ServedVersion};
 pub use component::Component;
 pub use context::{MANAGED_BY, MANAGED_BY_LABEL, MODEL_REVISION_LABEL, REVISION_ANNOTATION};
 pub use group::{POD_INDEX_LABEL, ROLE_LABEL};
-pub use render::{to_yaml_stream, Rendered, RenderedObject};
+pub use render::{to_yaml_stream, Rendered, RenderedObject, YamlStream};
 
 /// Where an engine reads models, and the model cache is mounted.
 const MODELS_DIR: &str = "/code/models";

@@ -46,6 +46,9 @@ fn json_helper(h: &Helper, _: &Handlebars, _: &Context, _: &mut RenderContext, o
 /// Below this many applications per shard, a second thread costs more than it saves.
 const MIN_APPLICATIONS_PER_SHARD: usize = 8;
 
+/// Applications rendered together within a shard (see [`Chart::render_in_chunks`]).
+const CHUNK: usize = 8;
+
 /// How many threads a render may use: the CPUs this process may run on, asked once.
 fn render_threads() -> usize {
     static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
@@ -65,6 +68,14 @@ fn shards(applications: usize, threads: usize) -> Vec<std::ops::Range<usize>> {
 enum ShardError {
     Values(RenderError),
     Chart(RenderError),
+}
+
+/// What a render printed as YAML produced: each object's YAML document (with its `---`
+/// line), in order, and the render's warnings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct YamlStream {
+    pub documents: Vec<String>,
+    pub warnings: Vec<InputError>,
 }
 
 /// What a render produced: the checked objects, and what is legal but almost certainly
@@ -109,13 +120,41 @@ impl Chart {
     /// lists the gateway among its components and contributes the release's and the
     /// gateway's objects. The templates do not know about shards.
     pub fn render_model(&self, release: &str, namespace: &str, values: &Model) -> Result<Rendered, RenderError> {
+        let (objects, warnings) = self.render_each(release, namespace, values, &|o| o)?;
+        Ok(Rendered { objects: objects.into_iter().map(|(_, o)| o).collect(), warnings })
+    }
+
+    /// Like [`Chart::render_model`], each object kept only as its YAML document (`---` line
+    /// included), made as soon as the object is checked: what `render` prints, without
+    /// holding every object's JSON tree at once.
+    pub fn render_model_yaml(&self, release: &str, namespace: &str, values: &Model) -> Result<YamlStream, RenderError> {
+        let to_yaml = |o: RenderedObject| {
+            let mut doc = String::with_capacity(4096);
+            doc.push_str("---\n");
+            super::yaml::write_yaml(&mut doc, &o.object);
+            doc.shrink_to_fit();
+            doc
+        };
+        let (documents, warnings) = self.render_each(release, namespace, values, &to_yaml)?;
+        Ok(YamlStream { documents: documents.into_iter().map(|(_, d)| d).collect(), warnings })
+    }
+
+    /// Renders every object, keeps what `keep` makes of it, in Helm's install order.
+    #[allow(clippy::type_complexity)]
+    fn render_each<T: Send>(
+        &self,
+        release: &str,
+        namespace: &str,
+        values: &Model,
+        keep: &(dyn Fn(RenderedObject) -> T + Sync),
+    ) -> Result<(Vec<((Kind, String), T)>, Vec<InputError>), RenderError> {
         let findings = crate::validate::model(values);
         InputErrors::check(findings.errors)?;
         let release_context = context::Release::new(self, release, namespace, values)?;
         let ranges = shards(values.applications.len(), render_threads());
         let render_shard =
-            |i: usize| self.render_shard(&release_context, &values.applications[ranges[i].clone()], i == 0);
-        let outcomes: Vec<Result<Vec<RenderedObject>, ShardError>> = if ranges.len() == 1 {
+            |i: usize| self.render_in_chunks(&release_context, &values.applications[ranges[i].clone()], i == 0, keep);
+        let outcomes: Vec<Result<Vec<((Kind, String), T)>, ShardError>> = if ranges.len() == 1 {
             vec![render_shard(0)]
         } else {
             std::thread::scope(|scope| {
@@ -140,23 +179,58 @@ impl Chart {
         if let Some(e) = chart_error {
             return Err(e);
         }
-        objects.sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
-        if let Some(twice) = objects.windows(2).find(|w| (w[0].kind, &w[0].name) == (w[1].kind, &w[1].name)) {
+        objects.sort_by(|a, b| a.0.cmp(&b.0));
+        if let Some(twice) = objects.windows(2).find(|w| w[0].0 == w[1].0) {
             return Err(RenderError::chart(
                 "templates/",
-                format!("renders {} `{}` a second time", twice[0].kind.kind(), twice[0].name),
+                format!("renders {} `{}` a second time", twice[0].0 .0.kind(), twice[0].0 .1),
             ));
         }
-        Ok(Rendered { objects, warnings: findings.warnings })
+        Ok((objects, findings.warnings))
     }
 
-    /// Renders every template for one shard of the applications (see [`Chart::render`]).
-    fn render_shard(
+    /// Renders one shard's applications [`CHUNK`] at a time (each chunk like a shard of its
+    /// own), so the template contexts and outputs alive at once stay small however many
+    /// applications there are. An error in the values outranks one in the chart, as between
+    /// shards: after a chart error the remaining chunks' values are still checked.
+    #[allow(clippy::type_complexity)]
+    fn render_in_chunks<T>(
         &self,
         release: &context::Release,
         applications: &[crate::model::ApplicationModel],
         first: bool,
-    ) -> Result<Vec<RenderedObject>, ShardError> {
+        keep: &(dyn Fn(RenderedObject) -> T + Sync),
+    ) -> Result<Vec<((Kind, String), T)>, ShardError> {
+        let mut objects = Vec::new();
+        let mut chart_error = None;
+        let chunks: Vec<&[crate::model::ApplicationModel]> =
+            if applications.is_empty() { vec![applications] } else { applications.chunks(CHUNK).collect() };
+        for (i, chunk) in chunks.into_iter().enumerate() {
+            if chart_error.is_some() {
+                release.applications(chunk).map_err(ShardError::Values)?;
+                continue;
+            }
+            match self.render_shard(release, chunk, first && i == 0, keep) {
+                Ok(rendered) => objects.extend(rendered),
+                Err(e @ ShardError::Values(_)) => return Err(e),
+                Err(e @ ShardError::Chart(_)) => chart_error = Some(e),
+            }
+        }
+        match chart_error {
+            Some(e) => Err(e),
+            None => Ok(objects),
+        }
+    }
+
+    /// Renders every template for one shard of the applications (see [`Chart::render`]).
+    #[allow(clippy::type_complexity)]
+    fn render_shard<T>(
+        &self,
+        release: &context::Release,
+        applications: &[crate::model::ApplicationModel],
+        first: bool,
+        keep: &(dyn Fn(RenderedObject) -> T + Sync),
+    ) -> Result<Vec<((Kind, String), T)>, ShardError> {
         let applications = release.applications(applications).map_err(ShardError::Values)?;
         let mut by_name: std::collections::HashMap<&str, Component> = applications.components().collect();
         if first {
@@ -189,7 +263,7 @@ impl Chart {
                 }
                 // A later shard contributes only its applications' objects.
                 if first || matches!(object.component, Component::Application(_) | Component::Candidate(_)) {
-                    objects.push(object);
+                    objects.push(((object.kind, object.name.clone()), keep(object)));
                 }
             }
         }
@@ -270,6 +344,21 @@ mod tests {
         assert_eq!(shards(1000, 3), vec![0..333, 333..666, 666..1000]);
         assert_eq!(shards(17, 4), vec![0..8, 8..17]);
         assert_eq!(shards(16, 4), vec![0..8, 8..16]);
+    }
+
+    #[test]
+    fn the_yaml_documents_are_the_yaml_stream_of_the_objects_across_chunks_and_shards() {
+        let mut text = String::from(
+            "apiVersion: models.titanml.co/v1alpha1\nkind: ModelOrchestra\nmetadata:\n  name: m\nspec:\n  applications:\n",
+        );
+        for i in 0..(3 * super::CHUNK + 1) {
+            text.push_str(&format!("    app-{i}:\n      readerConfig: {{modelName: model-{i}, device: cpu}}\n"));
+        }
+        let doc = model_orchestra_api::parse::document_from_yaml(&text).unwrap();
+        let objects = crate::render_document(&doc, None, "ns").unwrap().objects;
+        let documents = crate::render_document_yaml(&doc, None, "ns").unwrap().documents;
+        assert_eq!(documents.len(), objects.len());
+        assert_eq!(documents.concat(), super::to_yaml_stream(&objects));
     }
 
     #[test]

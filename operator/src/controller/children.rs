@@ -227,19 +227,5 @@ impl Caches {
 }
 
 fn cached(kind: Kind, m: &ObjectMeta) -> CachedChild {
-    CachedChild {
-        existing: Existing {
-            kind,
-            name: m.name.clone().unwrap_or_default(),
-            labels: m.labels.clone().unwrap_or_default(),
-            controller_uids: m
-                .owner_references
-                .iter()
-                .flatten()
-                .filter(|r| r.controller == Some(true))
-                .map(|r| r.uid.clone())
-                .collect(),
-        },
-        uid: m.uid.clone(),
-    }
+    CachedChild { existing: Existing::of(kind, m), uid: m.uid.clone() }
 }

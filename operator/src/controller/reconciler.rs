@@ -603,14 +603,15 @@ fn render_and_plan(cr: &Cr, ctx: &Context) -> Result<Prepared, ReconcileError> {
     // Read at the storage version, which holds every version's fields; the spec is read
     // as the version the CR is served as, whatever version it is read at.
     let serves = ctx.settings.line.serves;
-    let values = crate::versions::served(serves)
-        .values(&doc.spec)
-        .map_err(|e| crate::versions::name_foreign_fields(serves, &doc.spec, e, &cr.name).prefixed("spec"))
-        .map_err(RenderError::from)?;
-    let apps: Vec<&str> = values.applications.iter().flatten().map(|(k, _)| k.as_str()).collect();
-    let refresh = model::refresh_values(cr.refresh_annotation.as_deref(), &apps, &cr.previous);
-    let stack = ctx.chart.model(&values, &refresh)?;
-    let rendered = ctx.chart.render_model(&cr.name, &cr.namespace, &stack)?;
+    let crate::reconcile::RenderedCr { model: stack, rendered, refresh } = crate::reconcile::render_cr(
+        &ctx.chart,
+        serves,
+        &doc.spec,
+        &cr.name,
+        &cr.namespace,
+        cr.refresh_annotation.as_deref(),
+        &cr.previous,
+    )?;
     let mut objects = rendered.objects;
     let downloads = downloads(ctx, cr, &model::cached_models(&objects), &refresh);
     let promotions = promotions(ctx, cr, &stack, &mut objects, &downloads);

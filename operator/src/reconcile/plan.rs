@@ -94,6 +94,24 @@ pub(crate) struct Existing {
     pub controller_uids: Vec<String>,
 }
 
+impl Existing {
+    /// The facts of an object of `kind` with this metadata.
+    pub(crate) fn of(kind: Kind, meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Existing {
+        Existing {
+            kind,
+            name: meta.name.clone().unwrap_or_default(),
+            labels: meta.labels.clone().unwrap_or_default(),
+            controller_uids: meta
+                .owner_references
+                .iter()
+                .flatten()
+                .filter(|r| r.controller == Some(true))
+                .map(|r| r.uid.clone())
+                .collect(),
+        }
+    }
+}
+
 /// Existing objects to delete: ours (identity labels and controller ownerReference to this
 /// CR), of a kind the chart renders, and not in the plan. Anything else is never touched.
 pub(crate) fn prune<'a>(owner: &Owner, plan: &ApplyPlan, existing: &'a [Existing]) -> Vec<&'a Existing> {

@@ -12,47 +12,16 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject};
 use local_cluster::{Cluster, Options};
 use serde_json::{json, Value};
 
+#[path = "support/process.rs"]
+mod process;
+use process::{apply, env_num, proc_kib};
+
 const NAMESPACE: &str = "bench-api";
 const API_NAMESPACE: &str = "model-orchestra-system";
-
-fn env_num(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
-
-fn proc_kib(pid: u32, key: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(key))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
-}
-
-async fn apply(client: &kube::Client, object: &Value) {
-    let gvk = kube::api::GroupVersionKind::try_from(&kube::api::TypeMeta {
-        api_version: object["apiVersion"].as_str().unwrap().into(),
-        kind: object["kind"].as_str().unwrap().into(),
-    })
-    .unwrap();
-    let (ar, caps) = kube::discovery::pinned_kind(client, &gvk).await.unwrap();
-    let api: Api<DynamicObject> = match caps.scope {
-        kube::discovery::Scope::Namespaced => {
-            Api::namespaced_with(client.clone(), object["metadata"]["namespace"].as_str().unwrap(), &ar)
-        }
-        kube::discovery::Scope::Cluster => Api::all_with(client.clone(), &ar),
-    };
-    api.patch(
-        object["metadata"]["name"].as_str().unwrap(),
-        &PatchParams::apply("bench").force(),
-        &Patch::Apply(object),
-    )
-    .await
-    .unwrap();
-}
 
 fn main() {
     if std::env::args().any(|a| a == "--list") {

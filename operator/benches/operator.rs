@@ -26,17 +26,12 @@ use local_cluster::{Cluster, Options};
 use model_orchestra_api::deploy::operator::DeployOptions;
 use serde_json::{json, Value};
 
+#[path = "support/process.rs"]
+mod process;
+use process::{apply, env_num, proc_kib};
+
 const NAMESPACE: &str = "bench";
 const OPERATOR_NAMESPACE: &str = "model-orchestra-system";
-
-fn env_num(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
-
-fn proc_field(pid: u32, key: &str) -> u64 {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    text.lines().find_map(|l| l.strip_prefix(key)).and_then(|v| v.split_whitespace().next()?.parse().ok()).unwrap_or(0)
-}
 
 /// utime + stime of `pid`, in seconds.
 fn cpu_seconds(pid: u32) -> f64 {
@@ -59,28 +54,6 @@ fn reconciles(addr: &str) -> f64 {
         .filter(|l| l.starts_with("model_orchestra_reconciles_total"))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
-}
-
-async fn apply(client: &kube::Client, object: &Value) {
-    let gvk = kube::api::GroupVersionKind::try_from(&kube::api::TypeMeta {
-        api_version: object["apiVersion"].as_str().unwrap().into(),
-        kind: object["kind"].as_str().unwrap().into(),
-    })
-    .unwrap();
-    let (ar, caps) = kube::discovery::pinned_kind(client, &gvk).await.unwrap();
-    let api: Api<DynamicObject> = match caps.scope {
-        kube::discovery::Scope::Namespaced => {
-            Api::namespaced_with(client.clone(), object["metadata"]["namespace"].as_str().unwrap(), &ar)
-        }
-        kube::discovery::Scope::Cluster => Api::all_with(client.clone(), &ar),
-    };
-    api.patch(
-        object["metadata"]["name"].as_str().unwrap(),
-        &PatchParams::apply("bench").force(),
-        &Patch::Apply(object),
-    )
-    .await
-    .unwrap();
 }
 
 fn main() {
@@ -237,7 +210,7 @@ async fn bench() {
         }
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let baseline_rss = proc_field(pid, "VmRSS:");
+    let baseline_rss = proc_kib(pid, "VmRSS:");
     let apiserver = cluster.pids().into_iter().find(|(n, _)| *n == "kube-apiserver").map(|(_, p)| p).unwrap();
     let audit = cluster.audit();
     let mark = audit.mark();
@@ -275,7 +248,7 @@ async fn bench() {
     };
     let converge_events: Vec<_> =
         audit.since(mark).into_iter().filter(|e| e.user_agent.starts_with("model-orchestra-operator/")).collect();
-    let peak_converge = proc_field(pid, "VmHWM:");
+    let peak_converge = proc_kib(pid, "VmHWM:");
     let (operator_cpu, apiserver_cpu) = (cpu_seconds(pid) - operator_cpu0, cpu_seconds(apiserver) - apiserver_cpu0);
     let mut per_kind: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     for e in &converge_events {
@@ -301,7 +274,7 @@ async fn bench() {
         audit.since(mark).into_iter().filter(|e| e.user_agent.starts_with("model-orchestra-operator/")).collect();
     let steady_writes =
         steady_events.iter().filter(|e| e.is_write() && !matches!(e.resource(), "leases" | "events")).count();
-    let rss_steady = proc_field(pid, "VmRSS:");
+    let rss_steady = proc_kib(pid, "VmRSS:");
 
     // Forgetting: delete every CR, let the garbage collector and the operator catch up.
     let deleted = Instant::now();
@@ -327,8 +300,8 @@ async fn bench() {
     }
     let children_gone = deleted.elapsed();
     tokio::time::sleep(Duration::from_secs(resync + 5)).await;
-    let rss_after_delete = proc_field(pid, "VmRSS:");
-    let peak = proc_field(pid, "VmHWM:");
+    let rss_after_delete = proc_kib(pid, "VmRSS:");
+    let peak = proc_kib(pid, "VmHWM:");
 
     let _ = Command::new("kill").args(["-TERM", &pid.to_string()]).status();
     let _ = child.wait();

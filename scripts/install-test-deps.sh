@@ -17,7 +17,8 @@ KUBERNETES_VALIDATE_VERSION=1.37.0
 venv="$tools/venv"
 if ! "$venv/bin/kubernetes-validate" --version 2>/dev/null | grep -q "$KUBERNETES_VALIDATE_VERSION"; then
   echo "install-test-deps: kubernetes-validate $KUBERNETES_VALIDATE_VERSION" >&2
-  python3 -m venv "$venv"
+  # --clear: a venv is not relocatable (its scripts name its path), so a moved checkout gets a new one.
+  python3 -m venv --clear "$venv"
   "$venv/bin/pip" install --quiet --disable-pip-version-check "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION"
 fi
 ln -sf "$venv/bin/kubernetes-validate" "$tools/bin/kubernetes-validate"

@@ -10,9 +10,9 @@
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction, ObjectFieldSelector,
-    PodSecurityContext, PodSpec, PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile, SecretVolumeSource,
-    SecurityContext, Service, ServiceAccount, ServicePort, ServiceSpec, Volume, VolumeMount,
+    Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction, ObjectFieldSelector, PodSpec, PodTemplateSpec,
+    Probe, ResourceRequirements, SecretVolumeSource, Service, ServiceAccount, ServicePort, ServiceSpec, Volume,
+    VolumeMount,
 };
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -21,6 +21,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::Value;
 
 use super::operator::DeployOptions;
+use super::rbac::rule;
 use crate::{GROUP, PLURAL};
 
 /// The Deployment, ServiceAccount, Service, Role and binding: one API per cluster, whatever
@@ -31,15 +32,6 @@ pub const NAME: &str = "model-orchestra-api";
 pub const TLS_SECRET: &str = "model-orchestra-api-tls";
 const PORT: i32 = 8443;
 const TLS_DIR: &str = "/etc/model-orchestra-api/tls";
-
-fn rule(group: &str, resources: &[&str], verbs: &[&str]) -> PolicyRule {
-    PolicyRule {
-        api_groups: Some(vec![group.to_string()]),
-        resources: Some(resources.iter().map(|s| s.to_string()).collect()),
-        verbs: verbs.iter().map(|s| s.to_string()).collect(),
-        ..Default::default()
-    }
-}
 
 fn labels(o: &DeployOptions) -> std::collections::BTreeMap<String, String> {
     [
@@ -220,13 +212,7 @@ pub fn deployment(o: &DeployOptions) -> Deployment {
             limits: Some([("memory".to_string(), quantity("128Mi"))].into()),
             ..Default::default()
         }),
-        security_context: Some(SecurityContext {
-            allow_privilege_escalation: Some(false),
-            read_only_root_filesystem: Some(true),
-            run_as_non_root: Some(true),
-            capabilities: Some(Capabilities { drop: Some(vec!["ALL".into()]), ..Default::default() }),
-            ..Default::default()
-        }),
+        security_context: Some(super::operator::restricted_container()),
         volume_mounts: Some(vec![VolumeMount {
             name: "tls".into(),
             mount_path: TLS_DIR.into(),
@@ -253,13 +239,7 @@ pub fn deployment(o: &DeployOptions) -> Deployment {
                         secret: Some(SecretVolumeSource { secret_name: Some(TLS_SECRET.into()), ..Default::default() }),
                         ..Default::default()
                     }]),
-                    security_context: Some(PodSecurityContext {
-                        run_as_non_root: Some(true),
-                        run_as_user: Some(65532),
-                        run_as_group: Some(65532),
-                        seccomp_profile: Some(SeccompProfile { type_: "RuntimeDefault".into(), ..Default::default() }),
-                        ..Default::default()
-                    }),
+                    security_context: Some(super::operator::restricted_pod()),
                     ..Default::default()
                 }),
             },

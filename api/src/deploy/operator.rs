@@ -157,13 +157,7 @@ pub fn deployment(o: &DeployOptions) -> Deployment {
             limits: Some([("memory".to_string(), quantity("256Mi"))].into()),
             ..Default::default()
         }),
-        security_context: Some(SecurityContext {
-            allow_privilege_escalation: Some(false),
-            read_only_root_filesystem: Some(true),
-            run_as_non_root: Some(true),
-            capabilities: Some(Capabilities { drop: Some(vec!["ALL".into()]), ..Default::default() }),
-            ..Default::default()
-        }),
+        security_context: Some(restricted_container()),
         ..Default::default()
     };
     Deployment {
@@ -177,18 +171,36 @@ pub fn deployment(o: &DeployOptions) -> Deployment {
                     service_account_name: Some(o.name()),
                     containers: vec![container],
                     termination_grace_period_seconds: Some(30),
-                    security_context: Some(PodSecurityContext {
-                        run_as_non_root: Some(true),
-                        run_as_user: Some(65532),
-                        run_as_group: Some(65532),
-                        seccomp_profile: Some(SeccompProfile { type_: "RuntimeDefault".into(), ..Default::default() }),
-                        ..Default::default()
-                    }),
+                    security_context: Some(restricted_pod()),
                     ..Default::default()
                 }),
             },
             ..Default::default()
         }),
+        ..Default::default()
+    }
+}
+
+/// The container security context of the restricted Pod Security Standard (no privilege
+/// escalation, no capabilities, a read-only root filesystem), for our own Deployments.
+pub(crate) fn restricted_container() -> SecurityContext {
+    SecurityContext {
+        allow_privilege_escalation: Some(false),
+        read_only_root_filesystem: Some(true),
+        run_as_non_root: Some(true),
+        capabilities: Some(Capabilities { drop: Some(vec!["ALL".into()]), ..Default::default() }),
+        ..Default::default()
+    }
+}
+
+/// The pod security context of the restricted Pod Security Standard: the image's nonroot
+/// user (65532) and the runtime's default seccomp profile.
+pub(crate) fn restricted_pod() -> PodSecurityContext {
+    PodSecurityContext {
+        run_as_non_root: Some(true),
+        run_as_user: Some(65532),
+        run_as_group: Some(65532),
+        seccomp_profile: Some(SeccompProfile { type_: "RuntimeDefault".into(), ..Default::default() }),
         ..Default::default()
     }
 }

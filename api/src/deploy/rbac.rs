@@ -13,7 +13,8 @@ use crate::GROUP;
 /// (create + patch), prune (delete).
 const CHILD_VERBS: [&str; 6] = ["get", "list", "watch", "create", "patch", "delete"];
 
-fn rule(group: &str, resources: &[&str], verbs: &[&str]) -> PolicyRule {
+/// One RBAC rule: `verbs` on `resources` of the API group `group`.
+pub(crate) fn rule(group: &str, resources: &[&str], verbs: &[&str]) -> PolicyRule {
     PolicyRule {
         api_groups: Some(vec![group.to_string()]),
         resources: Some(resources.iter().map(|s| s.to_string()).collect()),

@@ -357,11 +357,10 @@ async fn an_invalid_cr_reports_render_failed_and_changes_nothing() {
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_object_the_api_server_refuses_means_no_write_at_all() {
-    let cluster = Cluster::start_with_labels("refused", json!({"e2e.models.titanml.co/policy": "no-nodeport"})).await;
-    // The cluster's own policy (a ValidatingAdmissionPolicy, as Kyverno or Gatekeeper users
-    // have): no NodePort Services in this namespace. Only the API server knows it.
+/// The cluster's own policy (a ValidatingAdmissionPolicy, as Kyverno or Gatekeeper users
+/// have): no NodePort Services in namespaces labelled `e2e.models.titanml.co/policy=<label>`.
+/// Only the API server knows it. Returns once it is in force.
+async fn no_nodeport_policy(cluster: &Cluster, label: &str) {
     let policy = format!("e2e-no-nodeport-{}", cluster.namespace);
     cluster
         .apply_value(
@@ -384,7 +383,7 @@ async fn an_object_the_api_server_refuses_means_no_write_at_all() {
             &json!({
                 "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
                 "metadata": {"name": policy},
-                "spec": {"policyName": policy, "validationActions": ["Deny"], "matchResources": {"namespaceSelector": {"matchLabels": {"e2e.models.titanml.co/policy": "no-nodeport"}}}}
+                "spec": {"policyName": policy, "validationActions": ["Deny"], "matchResources": {"namespaceSelector": {"matchLabels": {"e2e.models.titanml.co/policy": label}}}}
             }),
             "validatingadmissionpolicybindings",
             "admissionregistration.k8s.io",
@@ -399,6 +398,12 @@ async fn an_object_the_api_server_refuses_means_no_write_at_all() {
         api.patch("probe", &params, &Patch::Apply(&probe)).await.err().map(drop)
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_the_api_server_refuses_means_no_write_at_all() {
+    let cluster = Cluster::start_with_labels("refused", json!({"e2e.models.titanml.co/policy": "no-nodeport"})).await;
+    no_nodeport_policy(&cluster, "no-nodeport").await;
 
     let op = Operator::start(&cluster, OperatorOptions::default()).await;
     let yaml = cr_with_apps("demo", &["chat"], None);
@@ -743,4 +748,27 @@ async fn the_operator_forgets_deleted_crs() {
         (metric(&fetch_metrics(&addr).await, "model_orchestra_tracked_resources") == 0.0).then_some(())
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_creation_an_admission_policy_refuses_is_only_dry_run_even_where_its_kinds_were_admitted() {
+    let label = "no-nodeport-create";
+    let cluster = Cluster::start_with_labels("refused-create", json!({"e2e.models.titanml.co/policy": label})).await;
+    let op = Operator::start(&cluster, OperatorOptions { identity: "op-refused-create", ..Default::default() }).await;
+    cluster.apply_cr(&cr_with_apps("first", &["chat"], None)).await;
+    cluster.wait_converged("first").await;
+    no_nodeport_policy(&cluster, label).await;
+    let mark = cluster.audit_mark();
+
+    let yaml = format!("{}  gateway:\n    service:\n      type: NodePort\n", cr_with_apps("second", &["chat"], None));
+    cluster.apply_cr(&yaml).await;
+    let cr = cluster.wait_reason("second", "Invalid").await;
+    let message = ready_condition(&cr).unwrap()["message"].as_str().unwrap().to_string();
+    assert!(message.contains("NodePort Services are not allowed here"), "carries the server's message: {message}");
+    assert_eq!(cluster.child_names("second").await, BTreeSet::new(), "nothing created");
+    if let Some(writes) = cluster.writes_by(&op.identity, mark) {
+        let child_writes: Vec<_> =
+            writes.iter().filter(|e| e.resource() != "modelorchestras" && !e.is_dry_run()).collect();
+        assert!(child_writes.is_empty(), "only dry runs and the status: {child_writes:?}");
+    }
 }

@@ -403,3 +403,68 @@ async fn a_model_change_on_a_full_gpu_node_is_progressing_with_the_schedulers_me
     assert_eq!(stuck["status"], "True");
     assert!(stuck["message"].as_str().unwrap().contains("progress deadline"), "{stuck}");
 }
+
+/// The names of `expected` (one CR's objects).
+fn names(expected: &std::collections::BTreeSet<(Kind, String)>) -> std::collections::BTreeSet<String> {
+    expected.iter().map(|(_, name)| name.clone()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stack_nothing_in_the_cluster_could_refuse_is_created_without_dry_runs() {
+    let cluster = Cluster::start("no-dry-run").await;
+    let op = Operator::start(&cluster, OperatorOptions { identity: "op-no-dry-run", ..Default::default() }).await;
+    // The first stack of the namespace is dry-run: it shows RBAC admits these kinds here.
+    cluster.apply_cr(&cr_with_apps("first", &["chat"], None)).await;
+    cluster.wait_converged("first").await;
+    let mark = cluster.audit_mark();
+
+    let yaml = cr_with_apps("second", &["chat"], None);
+    cluster.apply_cr(&yaml).await;
+    cluster.wait_converged("second").await;
+    let Some(audit) = cluster.audit() else { return };
+    let objects = names(&cluster.expected(&yaml));
+    let by_operator = format!("; {})", op.identity);
+    let patches: Vec<_> = audit
+        .since(mark)
+        .into_iter()
+        .filter(|e| e.verb == "patch" && e.user_agent.contains(&by_operator) && objects.contains(e.name()))
+        .collect();
+    let dry_runs: Vec<_> = patches.iter().filter(|e| e.is_dry_run()).map(|e| e.name()).collect();
+    assert!(dry_runs.is_empty(), "no dry run: {dry_runs:?}");
+    let written: std::collections::BTreeSet<String> = patches.iter().map(|e| e.name().to_string()).collect();
+    assert_eq!(written, objects, "every object applied");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_creation_refused_without_its_dry_run_is_rolled_back_and_named() {
+    let cluster = Cluster::start("rolled-back").await;
+    let _op = Operator::start(&cluster, OperatorOptions { identity: "op-rolled-back", ..Default::default() }).await;
+    cluster.apply_cr(&cr_with_apps("first", &["chat"], None)).await;
+    cluster.wait_converged("first").await;
+
+    // Where the second stack's gateway ConfigMap goes, another controller's ConfigMap
+    // (unlabelled: no watch of the operator sees it; only an apply meets it).
+    let yaml = cr_with_apps("second", &["chat"], None);
+    let expected = cluster.expected(&yaml);
+    let taken = expected
+        .iter()
+        .find(|(kind, name)| *kind == Kind::ConfigMap && name.contains("gateway"))
+        .map(|(_, name)| name.clone())
+        .expect("a gateway ConfigMap");
+    let owner = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "another-controller", "namespace": cluster.namespace}});
+    let owner = cluster.apply_value(&owner, "configmaps", "", "v1").await;
+    let owned = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": taken, "namespace": cluster.namespace, "ownerReferences": [{
+            "apiVersion": "v1", "kind": "ConfigMap", "name": "another-controller",
+            "uid": owner.uid().unwrap(), "controller": true
+        }]}
+    });
+    cluster.apply_value(&owned, "configmaps", "", "v1").await;
+
+    cluster.apply_cr(&yaml).await;
+    let cr = cluster.wait_reason("second", "Invalid").await;
+    let message = ready_condition(&cr).unwrap()["message"].as_str().unwrap().to_string();
+    assert!(message.contains(&format!("ConfigMap {taken}")), "names the object: {message}");
+    assert_eq!(cluster.child_names("second").await, Default::default(), "what was created is deleted again");
+}

@@ -41,6 +41,19 @@ pub fn cluster_role(name: &str) -> ClusterRole {
     // Pods of the rendered Deployments, read-only: why a pod is not scheduled or not
     // running belongs on the CR.
     rules.push(rule("", &["pods"], &["get", "list", "watch"]));
+    // Whether any admission could refuse a creation the operator's validation passed
+    // (`reconcile::admission`): metadata only, never changed.
+    rules.push(rule("", &["resourcequotas", "limitranges"], &["list", "watch"]));
+    rules.push(rule(
+        "admissionregistration.k8s.io",
+        &[
+            "validatingwebhookconfigurations",
+            "mutatingwebhookconfigurations",
+            "validatingadmissionpolicybindings",
+            "mutatingadmissionpolicybindings",
+        ],
+        &["list", "watch"],
+    ));
     rules.push(rule("events.k8s.io", &["events"], &["create", "patch"]));
     rules.push(rule("coordination.k8s.io", &["leases"], &["get", "create", "update", "patch"]));
     ClusterRole {

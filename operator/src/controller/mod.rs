@@ -3,6 +3,7 @@
 //! renders and the pods of its Deployments, and reconciles each CR routed to this operator
 //! version.
 
+mod admission;
 mod children;
 mod pods;
 mod prober;
@@ -230,7 +231,17 @@ async fn run_controller(
     let (concurrency, read_at) = (settings.concurrency, served.read_at);
     let (prober, woken) = prober::Prober::new(probes.clone(), prober::Route::detect(), metrics.clone());
     let woken = futures::stream::unfold(woken, |mut rx| async move { rx.recv().await.map(|r| (r, rx)) });
-    let view = reconciler::ClusterView { client: client.clone(), caches, pods, served: served.kinds, read_at, prober };
+    let admission = admission::AdmissionWatch::default();
+    let admission_task = tokio::spawn(admission.clone().run(client.clone(), namespace.map(str::to_string)));
+    let view = reconciler::ClusterView {
+        client: client.clone(),
+        caches,
+        pods,
+        served: served.kinds,
+        read_at,
+        prober,
+        admission,
+    };
     let ctx = Arc::new(Context::new(view, chart, settings.clone(), metrics, recorder));
 
     let ar = ctx.cr_resource();
@@ -303,4 +314,5 @@ async fn run_controller(
             }
         })
         .await;
+    admission_task.abort();
 }

@@ -1,13 +1,13 @@
 //! One reconcile of one ModelOrchestra: route → fetch the facts → validate and render →
 //! plan → dry-run → apply → prune → report. Nothing is applied or pruned until the whole
-//! spec has rendered and the API server has accepted every object in a dry run, and nothing
-//! is pruned until every apply succeeded.
+//! spec has rendered and every object that could be refused has passed a dry run (see
+//! [`admission`] for which need none), and nothing is pruned until every apply succeeded.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures::stream::{self, StreamExt, TryStreamExt};
+use futures::stream::{self, StreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy};
@@ -17,6 +17,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::{json, Value};
 
+use super::admission::AdmissionWatch;
 use super::children::Caches;
 use super::pods::Pods;
 use super::prober::{self, Prober};
@@ -24,6 +25,7 @@ use super::Settings;
 use crate::chart::{Chart, Component, RenderedObject};
 use crate::error::RenderError;
 use crate::operations::metrics::Metrics;
+use crate::reconcile::admission::{self, Facts};
 use crate::reconcile::backoff::{Backoff, Retry};
 use crate::reconcile::condition::{ConditionType, Reason};
 use crate::reconcile::drift::{combine, drift, Drift};
@@ -53,6 +55,8 @@ pub(super) struct ClusterView {
     pub read_at: ApiVersion,
     /// Asks candidates the success prompt.
     pub prober: Prober,
+    /// What admission the cluster configures (which creations need a dry run).
+    pub admission: AdmissionWatch,
 }
 
 /// What every reconcile reads: the cluster view, the chart and the settings.
@@ -63,6 +67,9 @@ pub(super) struct Context {
     pub served: Vec<Kind>,
     pub read_at: ApiVersion,
     pub(super) prober: Prober,
+    admission: AdmissionWatch,
+    /// (namespace, kind) pairs a creation was admitted for (RBAC allows them there).
+    admitted: Mutex<HashSet<(String, Kind)>>,
     pub chart: Arc<Chart>,
     pub settings: Arc<Settings>,
     pub metrics: Arc<Metrics>,
@@ -97,7 +104,7 @@ impl Context {
         metrics: Arc<Metrics>,
         recorder: Recorder,
     ) -> Self {
-        let ClusterView { client, caches, pods, served, read_at, prober } = view;
+        let ClusterView { client, caches, pods, served, read_at, prober, admission } = view;
         let backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(300));
         Context {
             client,
@@ -106,6 +113,8 @@ impl Context {
             served,
             read_at,
             prober,
+            admission,
+            admitted: Mutex::new(HashSet::new()),
             chart,
             settings,
             metrics,
@@ -195,6 +204,8 @@ struct Planned {
     port: Option<i64>,
     /// resourceVersion (or, for a Deployment, generation) after the apply.
     version: Option<String>,
+    /// The applied body's digest (none for an object held as it was).
+    digest: Option<String>,
     /// A download Job's revision and model.
     model: Option<model::CachedModel>,
 }
@@ -506,15 +517,31 @@ async fn reconcile_routed(cr: &Cr<'_>, ctx: &Context) -> Result<(Action, Changes
         SinceLastApply::Changed => {}
     }
     let Prepared { plan, refresh, warnings, promotions, groups } = render_and_plan(cr, ctx)?;
-    dry_run(ctx, cr, &plan).await?;
-    let applied = apply(ctx, cr, &plan).await?;
+    let decisions = decide(ctx, cr, &plan);
+    dry_run(ctx, cr, &plan, &decisions).await?;
+    let applied = apply(ctx, cr, &plan, &decisions).await?;
     let pruned = prune(ctx, cr, &plan, &promotions.held).await?;
-    let deployments: BTreeMap<String, Deployment> = applied
+    let deployments: BTreeMap<String, Deployment> = plan
+        .objects
         .iter()
+        .zip(&applied)
         .filter(|(o, _)| o.kind == Kind::Deployment)
-        .filter_map(|(o, a)| Some((o.name.clone(), serde_json::to_value(a).and_then(serde_json::from_value).ok()?)))
+        .filter_map(|(o, a)| {
+            let a = a.as_ref()?;
+            Some((o.name.clone(), serde_json::to_value(a).and_then(serde_json::from_value).ok()?))
+        })
         .collect();
-    let objects: Vec<Planned> = applied.iter().map(|(o, a)| planned(o, a)).collect();
+    let objects: Vec<Planned> = plan
+        .objects
+        .iter()
+        .zip(&applied)
+        .zip(decisions)
+        .map(|((o, a), d)| match (a, d.kept) {
+            (Some(a), _) => planned(o, a),
+            (None, Some(kept)) => kept,
+            (None, None) => unreachable!("only an object kept as it was is not applied"),
+        })
+        .collect();
     let held: Vec<Planned> = promotions.held.iter().map(held).collect();
     let all: Vec<Planned> = objects.iter().chain(&held).cloned().collect();
     let mut observed = observe(ctx, cr, &all, &deployments, &refresh, &groups);
@@ -535,7 +562,7 @@ async fn reconcile_routed(cr: &Cr<'_>, ctx: &Context) -> Result<(Action, Changes
         at: Instant::now(),
     };
     ctx.remember(cr.key.clone(), state);
-    let applied = applied.len();
+    let applied = applied.iter().flatten().count();
     let status = report_applied(ctx, cr, observed, plan.hash).await?;
     let changes = Changes { applied, pruned, status };
     Ok((Action::requeue(ctx.settings.resync), changes))
@@ -671,6 +698,7 @@ fn held(h: &Held) -> Planned {
         component: h.component.clone(),
         port: None,
         version: None,
+        digest: None,
         model: None,
     }
 }
@@ -840,38 +868,140 @@ async fn apply_one(
     api.patch(&o.name, &params, &Patch::Apply(&o.body)).await.map_err(|e| ReconcileError::request(step, o, e))
 }
 
-/// Applies every object of the plan, several at once, in `step` (dry run or real);
-/// returns what the server answered, in plan order.
-async fn apply_all(
+/// What one reconcile does with one planned object.
+#[derive(Debug, Clone)]
+struct Decision {
+    step: admission::Step,
+    /// It exists (cached, or applied by an earlier reconcile).
+    exists: bool,
+    /// What the last apply left, for an object it left unchanged.
+    kept: Option<Planned>,
+}
+
+/// Decides, per object, whether it needs a dry run, only the apply, or nothing.
+fn decide(ctx: &Context, cr: &Cr, plan: &ApplyPlan) -> Vec<Decision> {
+    let memory = ctx.memory.lock().expect("memory lock");
+    let last = memory.get(&cr.key).filter(|s| s.uid == cr.uid);
+    let admission = ctx.admission.admission(&cr.namespace);
+    let admitted = ctx.admitted.lock().expect("admitted lock");
+    plan.objects
+        .iter()
+        .map(|o| {
+            let live = ctx.caches.version(o.kind, &cr.namespace, &o.name);
+            let before = last.and_then(|s| s.objects.iter().find(|p| p.kind == o.kind && p.name == o.name));
+            let unchanged = before
+                .is_some_and(|p| p.digest.as_ref() == Some(&o.digest) && p.version.is_some() && p.version == live);
+            let facts = Facts {
+                exists: live.is_some() || before.is_some(),
+                unchanged,
+                admission,
+                kind_admitted: admitted.contains(&(cr.namespace.clone(), o.kind)),
+            };
+            let step = admission::step(facts);
+            let kept = (step == admission::Step::Skip).then(|| before.cloned()).flatten();
+            Decision { step, exists: facts.exists, kept }
+        })
+        .collect()
+}
+
+/// Sends the objects `which` of the plan, several at once, as `step` (dry run or real);
+/// every answer, in plan order.
+async fn send(
     ctx: &Context,
     cr: &Cr<'_>,
     plan: &ApplyPlan,
+    which: Vec<usize>,
     step: Step,
-) -> Result<Vec<DynamicObject>, ReconcileError> {
+) -> Vec<(usize, Result<DynamicObject, ReconcileError>)> {
     // Indices, not references, go through the stream: its futures must be `Send` for any
     // lifetime the controller picks.
-    stream::iter(0..plan.objects.len())
-        .map(|i| apply_one(ctx, &cr.namespace, &plan.objects[i], step))
+    stream::iter(which)
+        .map(|i| async move { (i, apply_one(ctx, &cr.namespace, &plan.objects[i], step).await) })
         .buffered(APPLY_CONCURRENCY)
-        .try_collect()
+        .collect()
         .await
 }
 
-/// Every object, server-side applied as a dry run: any refusal (schema, admission policy,
-/// RBAC) means nothing at all is written.
-async fn dry_run(ctx: &Context, cr: &Cr<'_>, plan: &ApplyPlan) -> Result<(), ReconcileError> {
-    apply_all(ctx, cr, plan, Step::DryRun).await.map(drop)
+fn indices(decisions: &[Decision], pick: impl Fn(&Decision) -> bool) -> Vec<usize> {
+    decisions.iter().enumerate().filter(|(_, d)| pick(d)).map(|(i, _)| i).collect()
 }
 
-/// Server-side applies every object; returns each with what the server answered.
-async fn apply<'p>(
+/// The objects that could be refused, server-side applied as a dry run: any refusal
+/// (schema, admission policy, RBAC) means nothing at all is written.
+async fn dry_run(ctx: &Context, cr: &Cr<'_>, plan: &ApplyPlan, decisions: &[Decision]) -> Result<(), ReconcileError> {
+    let which = indices(decisions, |d| d.step == admission::Step::DryRunThenApply);
+    for (_, answer) in send(ctx, cr, plan, which.clone(), Step::DryRun).await {
+        answer?;
+    }
+    let created = which.into_iter().filter(|&i| !decisions[i].exists).map(|i| plan.objects[i].kind);
+    admitted(ctx, &cr.namespace, created);
+    Ok(())
+}
+
+/// Remembers that creations of these kinds were admitted in `namespace`.
+fn admitted(ctx: &Context, namespace: &str, kinds: impl Iterator<Item = Kind>) {
+    let mut admitted = ctx.admitted.lock().expect("admitted lock");
+    admitted.extend(kinds.map(|k| (namespace.to_string(), k)));
+}
+
+/// Server-side applies every object that is not as the last apply left it; returns what
+/// the server answered (none for an object left alone), in plan order.
+///
+/// The creations applied without a dry run go first, alone: if one is refused (by what no
+/// watch shows: another controller's object of the same name, a permission revoked), the
+/// others just created are deleted again, nothing else has been written, and the next
+/// attempt dry-runs every object of the namespace.
+async fn apply(
     ctx: &Context,
     cr: &Cr<'_>,
-    plan: &'p ApplyPlan,
-) -> Result<Vec<(&'p PlannedObject, DynamicObject)>, ReconcileError> {
-    let applied = apply_all(ctx, cr, plan, Step::Apply).await?;
-    ctx.metrics.count_applied(applied.len());
-    Ok(plan.objects.iter().zip(applied).collect())
+    plan: &ApplyPlan,
+    decisions: &[Decision],
+) -> Result<Vec<Option<DynamicObject>>, ReconcileError> {
+    let mut applied: Vec<Option<DynamicObject>> = vec![None; plan.objects.len()];
+    let unverified = indices(decisions, |d| d.step == admission::Step::Apply);
+    let answers = send(ctx, cr, plan, unverified, Step::Apply).await;
+    let mut refused = None;
+    for (i, answer) in answers {
+        match answer {
+            Ok(o) => applied[i] = Some(o),
+            Err(e) => refused = refused.or(Some(e)),
+        }
+    }
+    if let Some(e) = refused {
+        ctx.admitted.lock().expect("admitted lock").retain(|(ns, _)| *ns != cr.namespace);
+        roll_back(ctx, cr, plan, &applied).await;
+        // The dry run of everything names the refusal as it would have named it first.
+        for (_, answer) in send(ctx, cr, plan, (0..plan.objects.len()).collect(), Step::DryRun).await {
+            answer?;
+        }
+        return Err(e);
+    }
+    admitted(ctx, &cr.namespace, applied.iter().zip(&plan.objects).filter(|(a, _)| a.is_some()).map(|(_, o)| o.kind));
+    let verified = indices(decisions, |d| d.step == admission::Step::DryRunThenApply);
+    for (i, answer) in send(ctx, cr, plan, verified, Step::Apply).await {
+        applied[i] = Some(answer?);
+    }
+    ctx.metrics.count_applied(applied.iter().flatten().count());
+    Ok(applied)
+}
+
+/// Deletes the objects `created` holds (each only if it is still the one created).
+async fn roll_back(ctx: &Context, cr: &Cr<'_>, plan: &ApplyPlan, created: &[Option<DynamicObject>]) {
+    for (o, created) in plan.objects.iter().zip(created) {
+        let Some(created) = created else { continue };
+        let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &cr.namespace, &o.kind.resource());
+        let params = DeleteParams {
+            propagation_policy: Some(PropagationPolicy::Background),
+            preconditions: Some(Preconditions { uid: created.metadata.uid.clone(), resource_version: None }),
+            ..Default::default()
+        };
+        match api.delete(&o.name, &params).await {
+            Ok(_) => tracing::info!(modelorchestra = %cr.key, kind = o.kind.kind(), name = %o.name, "rolled back"),
+            Err(e) => {
+                tracing::warn!(modelorchestra = %cr.key, kind = o.kind.kind(), name = %o.name, error = %e, "cannot roll back")
+            }
+        }
+    }
 }
 
 /// Deletes what this CR's previous renders produced and this one does not (see
@@ -923,6 +1053,7 @@ fn planned(o: &PlannedObject, applied: &DynamicObject) -> Planned {
         component: o.component.clone(),
         port: o.body["spec"]["ports"][0]["port"].as_i64(),
         version,
+        digest: Some(o.digest.clone()),
         model,
     }
 }
@@ -1056,15 +1187,19 @@ async fn write_status(ctx: &Context, cr: &Cr<'_>, outcome: &Outcome) -> Result<O
 
 /// Publishes an Event when the Ready condition's reason or message changes (a transition
 /// or a new failure), and when `Degraded` becomes true for a reason of its own (warnings
-/// about the spec, a stuck rollout) — not on every reconcile.
+/// about the spec, a stuck rollout) — not on every reconcile, and not for pods still
+/// coming up (`ApplicationsNotReady`): the status shows that progress, an Event per step
+/// of it was a request per CR for nothing a user acts on.
 async fn publish_if_new(ctx: &Context, cr: &Cr<'_>, next: &ModelOrchestraStatus) {
     let of = |s: &ModelOrchestraStatus, t: ConditionType| {
         status::condition(s, t).map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
     };
     let degraded = of(next, ConditionType::Degraded).filter(|(status, ..)| status == "True");
     let mut events = Vec::new();
-    if let Some((_, reason, message)) =
-        of(next, ConditionType::Ready).filter(|r| of(&cr.previous, ConditionType::Ready).as_ref() != Some(r))
+    let progress = Reason::ApplicationsNotReady.as_str();
+    if let Some((_, reason, message)) = of(next, ConditionType::Ready)
+        .filter(|r| of(&cr.previous, ConditionType::Ready).as_ref() != Some(r))
+        .filter(|(_, reason, _)| reason != progress)
     {
         let type_ = if degraded.is_some() { EventType::Warning } else { EventType::Normal };
         events.push((type_, reason, message));

@@ -2,6 +2,7 @@
 //! status and its conditions, version routing and per-object backoff. The controller
 //! ([`crate::controller`]) does the I/O around these.
 
+pub(crate) mod admission;
 pub(crate) mod backoff;
 pub(crate) mod condition;
 pub(crate) mod drift;

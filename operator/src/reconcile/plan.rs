@@ -47,6 +47,8 @@ pub(crate) struct PlannedObject {
     pub component: Component,
     /// The full apply body (apiVersion, kind, metadata with labels and ownerReference).
     pub body: Value,
+    /// SHA-256 of the body: the same digest as at the last apply means the same object.
+    pub digest: String,
 }
 
 impl ApplyPlan {
@@ -75,13 +77,19 @@ pub(crate) fn plan(owner: &Owner, rendered: Vec<RenderedObject>) -> ApplyPlan {
             meta.insert("ownerReferences".into(), json!([owner_ref]));
             let labels = meta.entry("labels").or_insert_with(|| json!({}));
             labels[OWNER_NAME_LABEL] = json!(owner.name);
-            hasher.update(serde_json::to_vec(&body).expect("JSON serialises"));
+            let bytes = serde_json::to_vec(&body).expect("JSON serialises");
+            hasher.update(&bytes);
             hasher.update(b"\n");
-            PlannedObject { kind: r.kind, name: r.name, component: r.component, body }
+            let digest = hex(&Sha256::digest(&bytes));
+            PlannedObject { kind: r.kind, name: r.name, component: r.component, body, digest }
         })
         .collect();
-    let hash = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    let hash = hex(&hasher.finalize());
     ApplyPlan { objects, hash }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The facts about an existing object that pruning looks at.

@@ -1,12 +1,19 @@
 //! `diff`: what the operator would change in the cluster for one ModelOrchestra. The same
-//! render ([`crate::reconcile::render_cr`]), apply plan and prune rule the reconciler uses
+//! render ([`crate::reconcile::render_cr`]), gates ([`gates::gate`], from the CR's Jobs,
+//! Deployments and pods as read now), apply plan and prune rule the reconciler uses
 //! decide what is applied and what is pruned; each apply is sent as a server-side dry run
 //! with the operator's field manager, and its answer compared with the live object. Only
 //! reads and dry runs: nothing is written.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use futures::stream::{self, StreamExt, TryStreamExt};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
 use model_orchestra_api::kinds::Kind;
@@ -15,14 +22,21 @@ use model_orchestra_api::v1alpha2::ModelOrchestraStatus;
 use model_orchestra_api::ApiVersion;
 use serde_json::Value;
 
-use crate::chart::Chart;
+use crate::chart::{Chart, Component};
 use crate::error::RenderError;
+use crate::reconcile::gates;
+use crate::reconcile::group::{self, Member};
 use crate::reconcile::model::REFRESH_ANNOTATION;
 use crate::reconcile::plan::{
     self, Existing, Owner, PlannedObject, FIELD_MANAGER, MANAGED_BY, MANAGED_BY_LABEL, OWNER_NAME_LABEL,
 };
+use crate::reconcile::pod_health::newness;
+use crate::reconcile::promotion::{Ask, Progress, RETRY_ANNOTATION};
 use crate::reconcile::routing::{self, Route, RoutingFacts};
 
+/// The labels of a release's pods: its name, and the component they run.
+const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
+const COMPONENT_LABEL: &str = "app.kubernetes.io/component";
 /// Requests in flight at once.
 const CONCURRENCY: usize = 8;
 /// Unchanged lines shown around each change.
@@ -150,7 +164,7 @@ pub fn served_as(cr: &DynamicObject) -> ApiVersion {
     }
 }
 
-/// What the operator would change for `target`: render and plan as the reconciler does,
+/// What the operator would change for `target`: render, gate and plan as the reconciler does,
 /// dry-run every apply, and list what its prune rule would delete.
 pub async fn diff(client: &Client, target: &Target, chart: Option<&Chart>) -> Result<Report, DiffError> {
     let chart = match chart {
@@ -187,12 +201,27 @@ pub async fn diff(client: &Client, target: &Target, chart: Option<&Chart>) -> Re
         name: name.to_string(),
         uid: live.and_then(|cr| cr.uid()).unwrap_or_else(|| NEW_CR_UID.to_string()),
     };
-    let plan = plan::plan(&owner, rendered.rendered.objects);
+    // Shaped by the reconciler's own gates, from what the cluster shows now.
+    let children = children(client, namespace, name).await?;
+    let live_facts = Snapshot::new(&children, pods(client, namespace, name).await?);
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    let cr = gates::Cr {
+        namespace,
+        model: &rendered.model,
+        previous: &previous,
+        refresh: &rendered.refresh,
+        retry: target.doc.metadata.annotations.as_ref().and_then(|a| a.get(RETRY_ANNOTATION)).map(String::as_str),
+        now: &now,
+    };
+    let mut objects = rendered.rendered.objects;
+    let gated = gates::gate(&mut objects, &cr, &live_facts);
+    let plan = plan::plan(&owner, objects);
     let mut entries: Vec<Entry> =
         stream::iter(&plan.objects).map(|o| compare(client, namespace, o)).buffered(CONCURRENCY).try_collect().await?;
-    let children = children(client, namespace, name).await?;
     let existing: Vec<Existing> = children.iter().map(|(kind, o)| Existing::of(*kind, &o.metadata)).collect();
-    for gone in plan::prune(&owner, &plan, &existing) {
+    // What a verification holds back stays as it is, as the reconciler leaves it.
+    let held = |e: &&Existing| gated.promotions.held.iter().any(|h| h.kind == e.kind && h.name == e.name);
+    for gone in plan::prune(&owner, &plan, &existing).into_iter().filter(|e| !held(e)) {
         let Some((_, object)) = children.iter().find(|(k, o)| *k == gone.kind && o.name_any() == gone.name) else {
             continue;
         };
@@ -253,6 +282,68 @@ async fn children(client: &Client, namespace: &str, name: &str) -> Result<Vec<(K
         }
     }
     Ok(out)
+}
+
+/// The pods of the release `name` (its Deployments' and Jobs' pods carry its instance label).
+async fn pods(client: &Client, namespace: &str, name: &str) -> Result<Vec<Pod>, DiffError> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let selector = format!("{MANAGED_BY_LABEL}={MANAGED_BY},{INSTANCE_LABEL}={name}");
+    api.list(&ListParams::default().labels(&selector))
+        .await
+        .map(|l| l.items)
+        .map_err(|source| DiffError::Request { what: "listing Pods".into(), source })
+}
+
+/// What the gates look at, as read: the CR's Deployments and Jobs, and its pods.
+struct Snapshot {
+    jobs: BTreeMap<String, Arc<Job>>,
+    deployments: BTreeMap<String, Arc<Deployment>>,
+    pods: Vec<Pod>,
+}
+
+impl Snapshot {
+    fn new(children: &[(Kind, DynamicObject)], pods: Vec<Pod>) -> Snapshot {
+        fn typed<T: serde::de::DeserializeOwned>(o: &DynamicObject) -> Option<(String, Arc<T>)> {
+            let value = serde_json::to_value(o).ok()?;
+            Some((o.name_any(), Arc::new(serde_json::from_value(value).ok()?)))
+        }
+        let of = |kind: Kind| children.iter().filter(move |(k, _)| *k == kind).map(|(_, o)| o);
+        Snapshot {
+            jobs: of(Kind::Job).filter_map(typed).collect(),
+            deployments: of(Kind::Deployment).filter_map(typed).collect(),
+            pods,
+        }
+    }
+
+    fn labelled<'a>(&'a self, component: &'a str) -> impl Iterator<Item = &'a Pod> + 'a {
+        self.pods.iter().filter(move |p| {
+            p.metadata.labels.as_ref().and_then(|l| l.get(COMPONENT_LABEL)).map(String::as_str) == Some(component)
+        })
+    }
+}
+
+impl gates::Live for Snapshot {
+    fn job(&self, name: &str) -> Option<Arc<Job>> {
+        self.jobs.get(name).cloned()
+    }
+
+    fn deployment(&self, name: &str) -> Option<Arc<Deployment>> {
+        self.deployments.get(name).cloned()
+    }
+
+    fn download_pod(&self, application: &str) -> Option<Pod> {
+        self.labelled(&format!("model-{application}")).max_by_key(|p| newness(p)).cloned()
+    }
+
+    fn members(&self, component: &Component) -> Vec<Member> {
+        let Some(label) = component.label_value() else { return Vec::new() };
+        self.labelled(&label).filter_map(group::member).collect()
+    }
+
+    /// Nothing probes for diff: a verification shows as far as the status has it.
+    fn progress(&self, _: &str, _: &str, _: Ask, _: bool) -> Option<Progress> {
+        None
+    }
 }
 
 fn header(side: &str, kind: Kind, name: &str) -> String {

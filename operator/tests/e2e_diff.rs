@@ -91,6 +91,53 @@ async fn a_live_cr_by_name_that_the_operator_converged_has_nothing_to_change() {
     assert!(run.stdout.contains(&line("unchanged", "Deployment", "live-model-orchestra-chat")), "{}", run.stdout);
 }
 
+/// A distributed-llama group of two (a root and a worker, one per kwok node), its model
+/// downloaded into a cache: the reconciler gates its root on the workers' pods and on the
+/// download, which the plain render knows nothing of.
+fn group_cr(name: &str) -> String {
+    format!(
+        "apiVersion: models.titanml.co/v1alpha2
+kind: ModelOrchestra
+metadata:
+  name: {name}
+spec:
+  applications:
+    chat:
+      engine:
+        distributedLlama:
+          nodes: 2
+      readerConfig:
+        modelName: qwen3_0.6b_q40
+        device: cpu
+      modelCache:
+        size: 1Gi
+      tolerations:
+        - operator: Exists
+"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_untouched_ready_group_cr_shows_no_changes() {
+    let test = "diff_group";
+    let cluster = Cluster::start(test).await;
+    if !cluster.has_fake_nodes(test) {
+        return;
+    }
+    let options =
+        OperatorOptions { api_version: "v1alpha2", routing: "v1", identity: "op-group", ..Default::default() };
+    let _operator = Operator::start(&cluster, options).await;
+    cluster.kubectl_with_input(&["apply", "-f", "-"], &group_cr("group"));
+    cluster.wait_reason("group", "Ready").await;
+    let run = diff_with(&cluster, &["--name", "group"]).await;
+    assert_eq!(run.code, 0, "stdout:\n{}\nstderr:\n{}", run.stdout, run.stderr);
+    for change in ["created", "changed", "pruned"] {
+        assert!(!run.stdout.lines().any(|l| l.starts_with(&format!("{change} "))), "{}", run.stdout);
+    }
+    assert!(run.stdout.contains(&line("unchanged", "Deployment", "group-model-orchestra-chat")), "{}", run.stdout);
+    assert!(run.stdout.contains("0 created, 0 changed, 0 pruned"), "{}", run.stdout);
+}
+
 #[tokio::test]
 async fn a_changed_model_shows_the_configmap_and_deployment_fields_and_exits_1() {
     let cluster = Cluster::start("diff_changed").await;

@@ -11,7 +11,6 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -21,7 +20,7 @@ use serde_json::{json, Value};
 use tokio::sync::{mpsc, Semaphore};
 
 use crate::operations::metrics::Metrics;
-use crate::reconcile::promotion::{matches, Progress};
+use crate::reconcile::promotion::{matches, Ask, Progress};
 
 /// Requests in flight at once, for every candidate together.
 const IN_FLIGHT: usize = 4;
@@ -46,24 +45,6 @@ impl Route {
             Route::ApiServer
         }
     }
-}
-
-/// Where and what to ask.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Ask {
-    pub namespace: String,
-    /// The gateway Service and its port named `http` (the OpenAI-compatible API).
-    pub gateway: String,
-    pub port: u16,
-    /// The candidate's consumer group.
-    pub group: String,
-    pub prompt: String,
-    pub expect: String,
-    pub max_tokens: i32,
-    pub timeout: Duration,
-    pub period: Duration,
-    pub success_threshold: u32,
-    pub failure_threshold: u32,
 }
 
 struct Running {
@@ -289,6 +270,7 @@ async fn send(client: &kube::Client, route: Route, ask: &Ask) -> Result<String, 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn ask() -> Ask {
         Ask {

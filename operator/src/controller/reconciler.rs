@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 
 use futures::stream::{self, StreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy};
 use kube::runtime::controller::Action;
@@ -20,24 +22,25 @@ use serde_json::{json, Value};
 use super::admission::AdmissionWatch;
 use super::children::Caches;
 use super::pods::Pods;
-use super::prober::{self, Prober};
+use super::prober::Prober;
 use super::Settings;
-use crate::chart::{Chart, Component, RenderedObject};
+use crate::chart::{Chart, Component};
 use crate::error::RenderError;
 use crate::operations::metrics::Metrics;
 use crate::reconcile::admission::{self, Facts};
 use crate::reconcile::backoff::{Backoff, Retry};
 use crate::reconcile::condition::{ConditionType, Reason};
 use crate::reconcile::drift::{combine, drift, Drift};
-use crate::reconcile::group;
+use crate::reconcile::gates::{self, Gated, Held, Promotions};
+use crate::reconcile::group::{self, Group};
 use crate::reconcile::model::{self, Download};
 use crate::reconcile::plan::{self, ApplyPlan, Owner, PlannedObject, FIELD_MANAGER};
-use crate::reconcile::promotion;
+use crate::reconcile::promotion::{self, Ask, Progress};
 use crate::reconcile::routing::{self, Route, RoutingFacts};
 use crate::reconcile::status::{self, deployment_readiness, Health, Observed, Outcome, Report};
 use model_orchestra_api::kinds::Kind;
 use model_orchestra_api::lines::{API_VERSION_ANNOTATION, ROUTING_LABEL};
-use model_orchestra_api::v1alpha2::{ModelOrchestraStatus, ModelPhase, PromotionPhase, PromotionStatus};
+use model_orchestra_api::v1alpha2::{ModelOrchestraStatus, PromotionPhase, PromotionStatus};
 use model_orchestra_api::ApiVersion;
 
 /// Objects of one CR applied (or dry-run) at once.
@@ -185,13 +188,6 @@ struct AppliedState {
     /// Each distributed-llama group, as its root was last gated.
     groups: BTreeMap<String, Group>,
     at: Instant,
-}
-
-/// A distributed-llama group: its size and whether its root may run.
-#[derive(Debug, Clone, PartialEq)]
-struct Group {
-    nodes: i32,
-    gate: group::Gate,
 }
 
 /// The facts about an applied object that drift checks and status need.
@@ -640,12 +636,19 @@ fn render_and_plan(cr: &Cr, ctx: &Context) -> Result<Prepared, ReconcileError> {
         &cr.previous,
     )?;
     let mut objects = rendered.objects;
-    let downloads = downloads(ctx, cr, &model::cached_models(&objects), &refresh);
-    let promotions = promotions(ctx, cr, &stack, &mut objects, &downloads);
-    let gates = downloads.into_iter().map(|(app, d)| (app, d.gate())).collect();
-    model::apply_gates(&mut objects, &gates);
-    let groups = groups(ctx, cr, &stack);
-    group::apply_gates(&mut objects, &groups.iter().map(|(app, g)| (app.clone(), g.gate.clone())).collect());
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    let gated = gates::Cr {
+        namespace: &cr.namespace,
+        model: &stack,
+        previous: &cr.previous,
+        refresh: &refresh,
+        retry: cr.retry_annotation.as_deref(),
+        now: &now,
+    };
+    let Gated { promotions, groups, unverified } = gates::gate(&mut objects, &gated, &Cached { ctx, cr });
+    for app in &unverified {
+        ctx.prober.stop(&cr.key, app);
+    }
     let plan = plan::plan(&cr.owner(serves.api_version()), objects);
     let unserved: Vec<String> = plan
         .objects
@@ -660,37 +663,6 @@ fn render_and_plan(cr: &Cr, ctx: &Context) -> Result<Prepared, ReconcileError> {
     Ok(Prepared { plan, refresh, warnings, promotions, groups })
 }
 
-/// Each distributed-llama group of the model, with its root's gate from its members' pods.
-fn groups(ctx: &Context, cr: &Cr, stack: &crate::model::Model) -> BTreeMap<String, Group> {
-    stack
-        .applications
-        .iter()
-        .filter_map(|app| match &app.engine {
-            crate::model::EngineModel::DistributedLlama(d) => {
-                let members = ctx.pods.members(&cr.namespace, &cr.name, &Component::Application(app.key.clone()));
-                Some((app.key.clone(), Group { nodes: d.nodes, gate: group::gate(d.nodes, &members) }))
-            }
-            crate::model::EngineModel::Takeoff => None,
-        })
-        .collect()
-}
-
-/// An object left as it is: an application's Deployment or ConfigMap while its new
-/// revision is verified.
-#[derive(Debug, Clone)]
-struct Held {
-    kind: Kind,
-    name: String,
-    component: Component,
-}
-
-/// What verified promotion decided for a CR's applications.
-#[derive(Debug, Clone, Default)]
-struct Promotions {
-    statuses: BTreeMap<String, PromotionStatus>,
-    held: Vec<Held>,
-}
-
 fn held(h: &Held) -> Planned {
     Planned {
         kind: h.kind,
@@ -703,139 +675,6 @@ fn held(h: &Held) -> Planned {
     }
 }
 
-/// Decides each promoted application's revision (see [`promotion::decide`]) and shapes the
-/// rendered objects to it: while a revision is verified, the application's Deployment and
-/// ConfigMap are taken out (left as they are, never pruned) and its candidate runs and is
-/// probed; once promoted, or when it serves, the candidate is taken out (pruned); a failed
-/// one keeps its candidate at zero replicas.
-fn promotions(
-    ctx: &Context,
-    cr: &Cr,
-    stack: &crate::model::Model,
-    objects: &mut Vec<RenderedObject>,
-    downloads: &BTreeMap<String, Download>,
-) -> Promotions {
-    let mut out = Promotions::default();
-    let cr_ref = ObjectRef::new_with(&cr.name, ctx.cr_resource()).within(&cr.namespace);
-    let gateway = objects.iter().find(|o| o.kind == Kind::Service && o.component == Component::Gateway).map(|s| {
-        let ports = s.object["spec"]["ports"].as_array().cloned().unwrap_or_default();
-        let http = ports.iter().find(|p| p["name"] == "http").or(ports.first()).and_then(|p| p["port"].as_u64());
-        (s.name.clone(), http.unwrap_or(80) as u16)
-    });
-    for app in &stack.applications {
-        let Some(settings) = &app.promotion else {
-            ctx.prober.stop(&cr.key, &app.key);
-            continue;
-        };
-        let production = Component::Application(app.key.clone());
-        let candidate = Component::Candidate(app.key.clone());
-        let Some(deployment) = objects.iter().find(|o| o.kind == Kind::Deployment && o.component == production) else {
-            continue;
-        };
-        let revision = revision_of(&deployment.object).unwrap_or_default();
-        let (name, candidate_name) = (deployment.name.clone(), format!("{}-candidate", deployment.name));
-        let live = ctx.caches.deployment(&cr.namespace, &name);
-        let live_revision = live.as_deref().and_then(|d| serde_json::to_value(d).ok()).and_then(|d| revision_of(&d));
-        let model = match downloads.get(&app.key) {
-            None => promotion::Model::Ready,
-            Some(d) => match d.phase {
-                ModelPhase::Ready => promotion::Model::Ready,
-                ModelPhase::Failed => promotion::Model::Failed(d.message.clone()),
-                _ => promotion::Model::Downloading(d.message.clone()),
-            },
-        };
-        let now = Time(k8s_openapi::jiff::Timestamp::now());
-        let thresholds = promotion::Thresholds {
-            success: settings.success_threshold.max(1) as u32,
-            failure: settings.failure_threshold.max(1) as u32,
-            deadline: Duration::from_secs(settings.deadline_seconds.max(1) as u64),
-        };
-        let mut facts = promotion::Facts {
-            revision: &revision,
-            live: live_revision.as_deref(),
-            previous: cr.previous.applications.get(&app.key).and_then(|a| a.promotion.as_ref()),
-            retry: cr.retry_annotation.as_deref(),
-            progress: None,
-            model,
-            thresholds,
-            now: &now,
-        };
-        // First without the prober's progress: which verification (revision and retry)
-        // this is; then with it.
-        let (first, first_status) = promotion::decide(&facts);
-        let progress;
-        if let (promotion::Decision::Verify { probe, .. }, Some((gateway, port))) = (&first, &gateway) {
-            let ready = *probe && candidate_ready(ctx, &cr.namespace, &candidate_name, &revision);
-            let id = format!("{revision}/{}", first_status.retry.as_deref().unwrap_or_default());
-            let ask = prober::Ask {
-                namespace: cr.namespace.clone(),
-                gateway: gateway.clone(),
-                port: *port,
-                group: format!("verify-{revision}"),
-                prompt: settings.prompt.clone(),
-                expect: settings.expect.clone(),
-                max_tokens: settings.max_tokens,
-                timeout: Duration::from_secs(settings.timeout_seconds.max(1) as u64),
-                period: Duration::from_secs(settings.period_seconds.max(1) as u64),
-                success_threshold: thresholds.success,
-                failure_threshold: thresholds.failure,
-            };
-            progress = ctx.prober.ensure(&cr_ref, &app.key, &id, ask, ready);
-            facts.progress = Some(&progress);
-        }
-        let (decision, status) = promotion::decide(&facts);
-        let set_candidate_replicas = |objects: &mut Vec<RenderedObject>, replicas: i32| {
-            for o in objects.iter_mut().filter(|o| o.kind == Kind::Deployment && o.component == candidate) {
-                o.object["spec"]["replicas"] = Value::from(replicas);
-            }
-        };
-        let mut hold = |objects: &mut Vec<RenderedObject>| {
-            for o in objects
-                .iter()
-                .filter(|o| o.component == production && matches!(o.kind, Kind::Deployment | Kind::ConfigMap))
-            {
-                out.held.push(Held { kind: o.kind, name: o.name.clone(), component: o.component.clone() });
-            }
-            objects.retain(|o| !(o.component == production && matches!(o.kind, Kind::Deployment | Kind::ConfigMap)));
-        };
-        match decision {
-            promotion::Decision::Serve | promotion::Decision::Promote => {
-                ctx.prober.stop(&cr.key, &app.key);
-                objects.retain(|o| o.component != candidate);
-            }
-            promotion::Decision::Verify { candidate_replicas, .. } => {
-                hold(objects);
-                set_candidate_replicas(objects, candidate_replicas);
-            }
-            promotion::Decision::Fail => {
-                ctx.prober.stop(&cr.key, &app.key);
-                hold(objects);
-                set_candidate_replicas(objects, 0);
-            }
-        }
-        out.statuses.insert(app.key.clone(), status);
-    }
-    out
-}
-
-/// The revision a Deployment's pod template carries (verified promotion).
-fn revision_of(deployment: &Value) -> Option<String> {
-    deployment["spec"]["template"]["metadata"]["annotations"][crate::chart::REVISION_ANNOTATION]
-        .as_str()
-        .map(str::to_string)
-}
-
-/// Whether the candidate Deployment runs `revision` and one of its pods is available.
-fn candidate_ready(ctx: &Context, namespace: &str, name: &str, revision: &str) -> bool {
-    let Some(d) = ctx.caches.deployment(namespace, name) else { return false };
-    let value = serde_json::to_value(&*d).unwrap_or_default();
-    let status = d.status.clone().unwrap_or_default();
-    revision_of(&value).as_deref() == Some(revision)
-        && status.observed_generation.unwrap_or(0) >= d.metadata.generation.unwrap_or(0)
-        && status.updated_replicas.unwrap_or(0) >= 1
-        && status.available_replicas.unwrap_or(0) >= 1
-}
-
 /// Where each cached application's download stands, and what its pods run on meanwhile.
 fn downloads(
     ctx: &Context,
@@ -843,17 +682,37 @@ fn downloads(
     models: &BTreeMap<String, model::CachedModel>,
     refresh: &BTreeMap<String, String>,
 ) -> BTreeMap<String, Download> {
-    models
-        .iter()
-        .map(|(app, m)| {
-            let cached = ctx.caches.job(&cr.namespace, &m.job);
-            let pod = ctx.pods.download_pod(&cr.namespace, &cr.name, app);
-            let (phase, message) = model::download_state(&m.job, cached.as_deref(), pod.as_ref());
-            let previous = cr.previous.applications.get(app).and_then(|a| a.model.as_ref());
-            let serving = model::serving(m, phase, previous);
-            (app.clone(), Download { job: m.job.clone(), phase, message, refresh: refresh.get(app).cloned(), serving })
-        })
-        .collect()
+    gates::downloads(models, refresh, &cr.previous, &Cached { ctx, cr })
+}
+
+/// The gates' view of the cluster: the caches, and the prober, which runs each verification
+/// asked for.
+struct Cached<'c> {
+    ctx: &'c Context,
+    cr: &'c Cr<'c>,
+}
+
+impl gates::Live for Cached<'_> {
+    fn job(&self, name: &str) -> Option<Arc<Job>> {
+        self.ctx.caches.job(&self.cr.namespace, name)
+    }
+
+    fn deployment(&self, name: &str) -> Option<Arc<Deployment>> {
+        self.ctx.caches.deployment(&self.cr.namespace, name)
+    }
+
+    fn download_pod(&self, application: &str) -> Option<Pod> {
+        self.ctx.pods.download_pod(&self.cr.namespace, &self.cr.name, application)
+    }
+
+    fn members(&self, component: &Component) -> Vec<group::Member> {
+        self.ctx.pods.members(&self.cr.namespace, &self.cr.name, component)
+    }
+
+    fn progress(&self, application: &str, id: &str, ask: Ask, ready: bool) -> Option<Progress> {
+        let cr = ObjectRef::new_with(&self.cr.name, self.ctx.cr_resource()).within(&self.cr.namespace);
+        Some(self.ctx.prober.ensure(&cr, application, id, ask, ready))
+    }
 }
 
 /// Server-side applies one object (as a dry run, or for real).

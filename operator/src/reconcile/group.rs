@@ -63,6 +63,13 @@ pub(crate) enum Gate {
     Serve { workers: String },
 }
 
+/// A distributed-llama group: its size and whether its root may run.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Group {
+    pub nodes: i32,
+    pub gate: Gate,
+}
+
 /// The member at each index of a group of `nodes`: the one not being deleted.
 fn members_by_index(nodes: i32, members: &[Member]) -> Vec<(i32, Option<&Member>)> {
     (0..nodes).map(|i| (i, members.iter().find(|m| m.index == i && !m.terminating))).collect()

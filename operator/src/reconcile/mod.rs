@@ -6,6 +6,7 @@ pub(crate) mod admission;
 pub(crate) mod backoff;
 pub(crate) mod condition;
 pub(crate) mod drift;
+pub(crate) mod gates;
 pub(crate) mod group;
 pub(crate) mod model;
 pub(crate) mod plan;

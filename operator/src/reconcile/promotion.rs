@@ -32,6 +32,24 @@ pub(crate) struct Progress {
     pub error: Option<String>,
 }
 
+/// Where and what the prober asks to verify a candidate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Ask {
+    pub namespace: String,
+    /// The gateway Service and its port named `http` (the OpenAI-compatible API).
+    pub gateway: String,
+    pub port: u16,
+    /// The candidate's consumer group.
+    pub group: String,
+    pub prompt: String,
+    pub expect: String,
+    pub max_tokens: i32,
+    pub timeout: Duration,
+    pub period: Duration,
+    pub success_threshold: u32,
+    pub failure_threshold: u32,
+}
+
 /// The thresholds of a verification (`PromotionSettings`, in the terms decided here).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Thresholds {

@@ -241,7 +241,10 @@ async fn bench() {
         ])
         .args(["--resync-seconds", &resync.to_string(), "--identity", "bench"])
         .env("KUBECONFIG", &kubeconfig)
-        .env("RUST_LOG", "warn,model_orchestra_operator=info")
+        .env(
+            "RUST_LOG",
+            std::env::var("BENCH_RUST_LOG").unwrap_or_else(|_| "warn,model_orchestra_operator=info".into()),
+        )
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -249,8 +252,14 @@ async fn bench() {
     let pid = child.id();
     let (tx, rx) = std::sync::mpsc::channel::<Value>();
     let stderr = child.stderr.take().unwrap();
+    // BENCH_OPERATOR_LOG=FILE keeps the operator's log (one JSON line per event).
+    let mut log = std::env::var_os("BENCH_OPERATOR_LOG").map(|p| std::fs::File::create(p).expect("log file"));
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(log) = log.as_mut() {
+                use std::io::Write;
+                let _ = writeln!(log, "{line}");
+            }
             if let Ok(v) = serde_json::from_str::<Value>(&line) {
                 let _ = tx.send(v);
             }

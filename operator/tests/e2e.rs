@@ -772,3 +772,26 @@ async fn a_creation_an_admission_policy_refuses_is_only_dry_run_even_where_its_k
         assert!(child_writes.is_empty(), "only dry runs and the status: {child_writes:?}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_deleted_once_the_cr_is_ready_is_recreated_at_once_not_at_the_next_resync() {
+    let cluster = Cluster::start("child-event").await;
+    // The v1alpha1 line: its children's ownerReferences name v1alpha1, its CRs are read at
+    // v1alpha2. Resyncs are 300 s apart, and no pod changes (there are none): only the
+    // child's own event can bring it back.
+    let _op = Operator::start(&cluster, OperatorOptions { identity: "op-child-event", ..Default::default() }).await;
+    let yaml = format!(
+        "{}  gateway:\n    replicaCount: 0\n  applicationTemplate:\n    replicaCount: 0\n",
+        cr_with_apps("demo", &["chat"], None)
+    );
+    cluster.apply_cr(&yaml).await;
+    cluster.wait_converged("demo").await;
+    let want = cluster.expected(&yaml);
+    // Past the grace in which a missing child is taken for a cache still catching up (and
+    // the reconcile is requeued every second): from then on nothing is scheduled.
+    tokio::time::sleep(Duration::from_secs(12)).await;
+
+    cluster.delete(Kind::ConfigMap, "demo-model-orchestra-chat").await;
+    cluster.wait_children("demo", &want).await;
+    _op.dump_logs();
+}

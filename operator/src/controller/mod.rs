@@ -186,6 +186,26 @@ pub async fn run(
     }
 }
 
+/// The CR a child belongs to: its controller ownerReference to a ModelOrchestra of any
+/// version. A line writes the version it serves there (`v1alpha1` for the v0 line) while
+/// CRs are read at the storage version; kube's `owns` matches the apiVersion exactly, so it
+/// dropped every child event of the v0 line, whose CRs then became Ready only at a resync.
+fn owner<K: kube::Resource>(cr: kube::api::ApiResource) -> impl Fn(K) -> Option<ObjectRef<DynamicObject>> {
+    move |child| {
+        let meta = child.meta();
+        let owner = meta.owner_references.iter().flatten().find(|o| {
+            o.controller == Some(true)
+                && o.kind == model_orchestra_api::KIND
+                && ApiVersion::from_api_version(&o.api_version).is_some()
+        })?;
+        let reference = ObjectRef::new_with(&owner.name, cr.clone());
+        Some(match meta.namespace.as_deref() {
+            Some(ns) => reference.within(ns),
+            None => reference,
+        })
+    }
+}
+
 /// Resolves (sends) the served kinds once they include one `served` lacks.
 async fn newly_served(client: Client, served: Vec<Kind>, found: tokio::sync::watch::Sender<Option<Vec<Kind>>>) {
     if served.len() == Kind::ALL.len() {
@@ -280,13 +300,13 @@ async fn run_controller(
     let mut controller = Controller::for_stream_with(cr_stream, reader, ar.clone())
         .with_config(ControllerConfig::default().concurrency(concurrency).debounce(Duration::from_millis(200)));
     for (child, stream) in streams.metadata {
-        controller = controller.owns_stream_with(stream, child);
+        controller = controller.watches_stream_with(stream, owner(ar.clone()), child);
     }
     if let Some(stream) = streams.deployments {
-        controller = controller.owns_stream(stream);
+        controller = controller.watches_stream_with(stream, owner(ar.clone()), ());
     }
     if let Some(stream) = streams.jobs {
-        controller = controller.owns_stream(stream);
+        controller = controller.watches_stream_with(stream, owner(ar.clone()), ());
     }
     // A pod's labels name its release (the CR): its problems go to that CR's status.
     let pod_owner_ar = ar.clone();

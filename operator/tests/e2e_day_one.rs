@@ -413,7 +413,8 @@ fn names(expected: &std::collections::BTreeSet<(Kind, String)>) -> std::collecti
 async fn a_stack_nothing_in_the_cluster_could_refuse_is_created_without_dry_runs() {
     let cluster = Cluster::start("no-dry-run").await;
     let op = Operator::start(&cluster, OperatorOptions { identity: "op-no-dry-run", ..Default::default() }).await;
-    // The first stack of the namespace is dry-run: it shows RBAC admits these kinds here.
+    // The first stack: by the time it is Ready, the operator's watches of admission have
+    // listed (until then, creations are dry-run).
     cluster.apply_cr(&cr_with_apps("first", &["chat"], None)).await;
     cluster.wait_converged("first").await;
     let mark = cluster.audit_mark();

@@ -1,19 +1,22 @@
-//! Watches of what the cluster configures that could refuse a creation the local validation
-//! passed: webhooks and admission policy bindings (cluster-wide), ResourceQuotas and
-//! LimitRanges (per namespace). Metadata only: whether any exists is all that
-//! [`crate::reconcile::admission`] asks.
+//! What could refuse a creation the local validation passed, as the operator learns it:
+//! webhooks and admission policy bindings (cluster-wide), ResourceQuotas and LimitRanges
+//! (per namespace), watched as metadata — whether any exists is all that
+//! [`crate::reconcile::admission`] asks —, and RBAC, asked once per namespace and kind.
 
+use std::collections::{BTreeSet, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use kube::api::{ApiResource, DynamicObject, PartialObjectMeta};
+use k8s_openapi::api::authorization::v1::{ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec};
+use kube::api::{ApiResource, DynamicObject, PartialObjectMeta, PostParams};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
 
 use crate::reconcile::admission::Admission;
+use model_orchestra_api::kinds::Kind;
 
 /// The admission kinds that apply cluster-wide, wherever they are served.
 const CLUSTER_KINDS: [&str; 4] = [
@@ -122,5 +125,79 @@ impl AdmissionWatch {
         }
         *self.sources.lock().expect("admission lock") = Some(sources);
         futures::future::join_all(streams).await;
+    }
+}
+
+/// Which kinds RBAC lets the operator create in which namespace: asked once per namespace
+/// and kind (SelfSubjectAccessReviews for `create` and `patch`, what a server-side apply of
+/// a new object needs), and learnt from every creation the API server admitted.
+#[derive(Default)]
+pub(super) struct Permissions {
+    allowed: Mutex<HashSet<(String, Kind)>>,
+    /// Namespaces where a creation applied without its dry run was refused: every
+    /// creation there is dry-run from then on.
+    distrusted: Mutex<HashSet<String>>,
+    /// One question at a time: the first CRs of a namespace, reconciled together, wait for
+    /// one answer rather than each asking.
+    asking: tokio::sync::Mutex<()>,
+}
+
+impl Permissions {
+    /// Whether a creation of `kind` in `namespace` is known to be allowed.
+    pub(super) fn allows(&self, namespace: &str, kind: Kind) -> bool {
+        !self.distrusted.lock().expect("permissions lock").contains(namespace)
+            && self.allowed.lock().expect("permissions lock").contains(&(namespace.to_string(), kind))
+    }
+
+    /// Remembers creations of `kinds` the API server admitted in `namespace`.
+    pub(super) fn learn(&self, namespace: &str, kinds: impl IntoIterator<Item = Kind>) {
+        let mut allowed = self.allowed.lock().expect("permissions lock");
+        allowed.extend(kinds.into_iter().map(|k| (namespace.to_string(), k)));
+    }
+
+    /// After a refused creation that had no dry run: dry-run every creation in `namespace`.
+    pub(super) fn distrust(&self, namespace: &str) {
+        self.distrusted.lock().expect("permissions lock").insert(namespace.to_string());
+    }
+
+    /// Asks the API server about the `kinds` not yet known in `namespace`. A kind it does not
+    /// allow, or that cannot be asked about, stays unknown (its creations are dry-run, and the
+    /// dry run names the refusal).
+    pub(super) async fn ask(&self, client: &Client, namespace: &str, kinds: &BTreeSet<Kind>) {
+        let unknown = |p: &Self| -> Vec<Kind> { kinds.iter().copied().filter(|&k| !p.allows(namespace, k)).collect() };
+        if unknown(self).is_empty() || self.distrusted.lock().expect("permissions lock").contains(namespace) {
+            return;
+        }
+        let _one = self.asking.lock().await;
+        let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
+        for kind in unknown(self) {
+            let mut allowed = true;
+            for verb in ["create", "patch"] {
+                let review = SelfSubjectAccessReview {
+                    spec: SelfSubjectAccessReviewSpec {
+                        resource_attributes: Some(ResourceAttributes {
+                            namespace: Some(namespace.to_string()),
+                            verb: Some(verb.into()),
+                            group: Some(kind.group().into()),
+                            resource: Some(kind.plural().into()),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                };
+                match api.create(&PostParams::default(), &review).await {
+                    Ok(r) if r.status.as_ref().is_some_and(|s| s.allowed) => {}
+                    Ok(_) => allowed = false,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "cannot ask for permissions; creations are dry-run");
+                        allowed = false;
+                    }
+                }
+            }
+            if allowed {
+                self.learn(namespace, [kind]);
+            }
+        }
     }
 }

@@ -3,7 +3,7 @@
 //! spec has rendered and every object that could be refused has passed a dry run (see
 //! [`admission`] for which need none), and nothing is pruned until every apply succeeded.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -19,7 +19,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::{json, Value};
 
-use super::admission::AdmissionWatch;
+use super::admission::{AdmissionWatch, Permissions};
 use super::children::Caches;
 use super::pods::Pods;
 use super::prober::Prober;
@@ -71,8 +71,8 @@ pub(super) struct Context {
     pub read_at: ApiVersion,
     pub(super) prober: Prober,
     admission: AdmissionWatch,
-    /// (namespace, kind) pairs a creation was admitted for (RBAC allows them there).
-    admitted: Mutex<HashSet<(String, Kind)>>,
+    /// Which kinds RBAC lets the operator create where.
+    permissions: Permissions,
     pub chart: Arc<Chart>,
     pub settings: Arc<Settings>,
     pub metrics: Arc<Metrics>,
@@ -117,7 +117,7 @@ impl Context {
             read_at,
             prober,
             admission,
-            admitted: Mutex::new(HashSet::new()),
+            permissions: Permissions::default(),
             chart,
             settings,
             metrics,
@@ -513,6 +513,10 @@ async fn reconcile_routed(cr: &Cr<'_>, ctx: &Context) -> Result<(Action, Changes
         SinceLastApply::Changed => {}
     }
     let Prepared { plan, refresh, warnings, promotions, groups } = render_and_plan(cr, ctx)?;
+    if ctx.admission.admission(&cr.namespace) == admission::Admission::Open {
+        let kinds = plan.objects.iter().map(|o| o.kind).collect();
+        ctx.permissions.ask(&ctx.client, &cr.namespace, &kinds).await;
+    }
     let decisions = decide(ctx, cr, &plan);
     dry_run(ctx, cr, &plan, &decisions).await?;
     let applied = apply(ctx, cr, &plan, &decisions).await?;
@@ -742,7 +746,6 @@ fn decide(ctx: &Context, cr: &Cr, plan: &ApplyPlan) -> Vec<Decision> {
     let memory = ctx.memory.lock().expect("memory lock");
     let last = memory.get(&cr.key).filter(|s| s.uid == cr.uid);
     let admission = ctx.admission.admission(&cr.namespace);
-    let admitted = ctx.admitted.lock().expect("admitted lock");
     plan.objects
         .iter()
         .map(|o| {
@@ -754,7 +757,7 @@ fn decide(ctx: &Context, cr: &Cr, plan: &ApplyPlan) -> Vec<Decision> {
                 exists: live.is_some() || before.is_some(),
                 unchanged,
                 admission,
-                kind_admitted: admitted.contains(&(cr.namespace.clone(), o.kind)),
+                kind_admitted: ctx.permissions.allows(&cr.namespace, o.kind),
             };
             let step = admission::step(facts);
             let kept = (step == admission::Step::Skip).then(|| before.cloned()).flatten();
@@ -793,14 +796,8 @@ async fn dry_run(ctx: &Context, cr: &Cr<'_>, plan: &ApplyPlan, decisions: &[Deci
         answer?;
     }
     let created = which.into_iter().filter(|&i| !decisions[i].exists).map(|i| plan.objects[i].kind);
-    admitted(ctx, &cr.namespace, created);
+    ctx.permissions.learn(&cr.namespace, created);
     Ok(())
-}
-
-/// Remembers that creations of these kinds were admitted in `namespace`.
-fn admitted(ctx: &Context, namespace: &str, kinds: impl Iterator<Item = Kind>) {
-    let mut admitted = ctx.admitted.lock().expect("admitted lock");
-    admitted.extend(kinds.map(|k| (namespace.to_string(), k)));
 }
 
 /// Server-side applies every object that is not as the last apply left it; returns what
@@ -827,7 +824,7 @@ async fn apply(
         }
     }
     if let Some(e) = refused {
-        ctx.admitted.lock().expect("admitted lock").retain(|(ns, _)| *ns != cr.namespace);
+        ctx.permissions.distrust(&cr.namespace);
         roll_back(ctx, cr, plan, &applied).await;
         // The dry run of everything names the refusal as it would have named it first.
         for (_, answer) in send(ctx, cr, plan, (0..plan.objects.len()).collect(), Step::DryRun).await {
@@ -835,7 +832,8 @@ async fn apply(
         }
         return Err(e);
     }
-    admitted(ctx, &cr.namespace, applied.iter().zip(&plan.objects).filter(|(a, _)| a.is_some()).map(|(_, o)| o.kind));
+    let created = applied.iter().zip(&plan.objects).filter(|(a, _)| a.is_some()).map(|(_, o)| o.kind);
+    ctx.permissions.learn(&cr.namespace, created);
     let verified = indices(decisions, |d| d.step == admission::Step::DryRunThenApply);
     for (i, answer) in send(ctx, cr, plan, verified, Step::Apply).await {
         applied[i] = Some(answer?);

@@ -13,8 +13,9 @@
 //!   ResourceQuota or LimitRange in the namespace. While any exists, or while the operator
 //!   cannot tell (its watches of them have not listed, or are forbidden), every object is
 //!   dry-run;
-//! - RBAC can refuse a kind: a creation is dry-run until an object of its kind has been
-//!   admitted in that namespace once.
+//! - RBAC can refuse a kind: a creation is dry-run until the operator knows RBAC allows
+//!   its kind in that namespace (asked once per namespace and kind, or learnt from an
+//!   admitted creation), and in a namespace where a creation without a dry run was refused.
 //!
 //! Only a creation with none of these is applied without its dry run. An object whose body
 //! and live version are both what the last apply left needs neither request.
@@ -38,7 +39,7 @@ pub(crate) struct Facts {
     /// Its body and live version are those the last apply left.
     pub unchanged: bool,
     pub admission: Admission,
-    /// An object of its kind was admitted in its namespace before (RBAC allows the kind).
+    /// RBAC is known to allow creating its kind in its namespace.
     pub kind_admitted: bool,
 }
 

@@ -215,7 +215,8 @@ async fn bench() {
     let dir = std::env::temp_dir().join(format!("mo-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
 
-    let bare = bare(crs, apps, &dir).await;
+    // BENCH_BARE=0 skips the bare apply (a profiling run of the operator alone).
+    let bare = if env_num("BENCH_BARE", 1) == 0 { None } else { Some(bare(crs, apps, &dir).await) };
     let (cluster, client, mo, kubeconfig) = fresh_cluster(&dir).await;
 
     // BENCH_WRAP runs the operator under a profiler, e.g. BENCH_WRAP=heaptrack.
@@ -399,7 +400,9 @@ async fn bench() {
     );
     println!("  peak RSS overall:         {:.1} MiB (target <= 100 MiB)", mib(peak));
     let ours = Figures { converge: converged, requests: converge_events.len(), apiserver_cpu };
-    compare(crs, apps, &bare, &ours);
+    if let Some(bare) = bare {
+        compare(crs, apps, &bare, &ours);
+    }
 }
 
 /// The operator beside the bare apply of the same objects (targets: ≤ 1.3× on each).

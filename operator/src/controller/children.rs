@@ -7,15 +7,15 @@ use std::sync::Arc;
 
 use futures::stream::BoxStream;
 use futures::StreamExt;
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentCondition, DeploymentSpec};
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentCondition};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ApiResource, DynamicObject, PartialObjectMeta};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
 
+use super::compact::{CachedDeployment, CachedTemplate, CachedTemplateMeta};
 use crate::reconcile::plan::{Existing, MANAGED_BY, MANAGED_BY_LABEL, OWNER_NAME_LABEL};
 use model_orchestra_api::kinds::Kind;
 
@@ -28,7 +28,7 @@ pub(super) struct CachedChild {
 
 pub(super) struct Caches {
     metadata: BTreeMap<Kind, Store<PartialObjectMeta<DynamicObject>>>,
-    deployments: Store<Deployment>,
+    deployments: Store<CachedDeployment>,
     jobs: Store<Job>,
 }
 
@@ -45,7 +45,7 @@ fn metadata_api(client: &Client, ns: Option<&str>, ar: &ApiResource) -> Api<Part
 }
 
 pub(super) type MetadataStream = BoxStream<'static, Result<PartialObjectMeta<DynamicObject>, watcher::Error>>;
-pub(super) type DeploymentStream = BoxStream<'static, Result<Deployment, watcher::Error>>;
+pub(super) type DeploymentStream = BoxStream<'static, Result<CachedDeployment, watcher::Error>>;
 pub(super) type JobStream = BoxStream<'static, Result<Job, watcher::Error>>;
 
 /// The streams that feed the caches, to be polled by the controller as owner triggers.
@@ -60,7 +60,7 @@ pub(super) struct Streams {
 pub(super) fn watch(client: &Client, namespace: Option<&str>, kinds: &[Kind]) -> (Caches, Streams) {
     let mut metadata = BTreeMap::new();
     let mut streams = Vec::new();
-    let (deployments, writer) = reflector::store::<Deployment>();
+    let (deployments, writer) = reflector::store::<CachedDeployment>();
     let mut deploy_writer = Some(writer);
     let mut deploy_stream = None;
     let (jobs, job_writer) = reflector::store::<Job>();
@@ -92,32 +92,26 @@ pub(super) fn watch(client: &Client, namespace: Option<&str>, kinds: &[Kind]) ->
             let Some(writer) = deploy_writer.take() else {
                 continue;
             };
-            let api: Api<Deployment> = match namespace {
+            let api: Api<CachedDeployment> = match namespace {
                 Some(ns) => Api::namespaced(client.clone(), ns),
                 None => Api::all(client.clone()),
             };
             let s = watcher(api, config())
                 .default_backoff()
-                .modify(|d: &mut Deployment| {
+                .modify(|d: &mut CachedDeployment| {
                     slim(&mut d.metadata);
                     // Readiness needs replicas, the status counts and whether the rollout is
-                    // past its deadline; the pod template is the bulk.
-                    // The revision its pods run (verified promotion) is kept.
+                    // past its deadline; verified promotion the revision its pods run.
                     if let Some(spec) = d.spec.as_mut() {
                         let revision = spec
                             .template
                             .metadata
-                            .as_ref()
-                            .and_then(|m| m.annotations.as_ref())
-                            .and_then(|a| a.get(crate::chart::REVISION_ANNOTATION))
-                            .cloned();
-                        let mut template = PodTemplateSpec::default();
-                        if let Some(revision) = revision {
-                            let annotations = [(crate::chart::REVISION_ANNOTATION.to_string(), revision)].into();
-                            template.metadata =
-                                Some(ObjectMeta { annotations: Some(annotations), ..Default::default() });
-                        }
-                        *spec = DeploymentSpec { replicas: spec.replicas, template, ..Default::default() };
+                            .as_mut()
+                            .and_then(|m| m.annotations.take())
+                            .and_then(|mut a| a.remove_entry(crate::chart::REVISION_ANNOTATION));
+                        spec.template = CachedTemplate {
+                            metadata: revision.map(|r| CachedTemplateMeta { annotations: Some([r].into()) }),
+                        };
                     }
                     if let Some(status) = d.status.as_mut() {
                         let conditions = status.conditions.take().unwrap_or_default();
@@ -207,7 +201,7 @@ impl Caches {
 
     /// One cached Deployment.
     pub(super) fn deployment(&self, namespace: &str, name: &str) -> Option<Arc<Deployment>> {
-        self.deployments.get(&ObjectRef::new(name).within(namespace))
+        self.deployments.get(&ObjectRef::new(name).within(namespace)).map(|d| Arc::new(d.to_deployment()))
     }
 
     /// What tells whether one child changed since it was applied (a hash lookup, unlike
@@ -215,7 +209,8 @@ impl Caches {
     /// moves with its spec but not with its ever-changing status.
     pub(super) fn version(&self, kind: Kind, namespace: &str, name: &str) -> Option<String> {
         if kind == Kind::Deployment {
-            return self.deployment(namespace, name)?.metadata.generation.map(|g| g.to_string());
+            let key = ObjectRef::new(name).within(namespace);
+            return self.deployments.get(&key)?.metadata.generation.map(|g| g.to_string());
         }
         if kind == Kind::Job {
             return self.job(namespace, name)?.metadata.resource_version.clone();

@@ -5,6 +5,7 @@
 
 mod admission;
 mod children;
+mod compact;
 mod pods;
 mod prober;
 mod reconciler;

@@ -5,11 +5,12 @@
 
 use futures::stream::BoxStream;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Pod, PodCondition, PodSpec, PodStatus};
+use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
 
+use super::compact::CachedPod;
 use crate::chart::{Component, MANAGED_BY, MANAGED_BY_LABEL, POD_INDEX_LABEL, ROLE_LABEL};
 use crate::reconcile::group::{self, Member, WORKERS_ANNOTATION};
 use crate::reconcile::pod_health::{newness, pod_problem, PodProblem};
@@ -17,19 +18,19 @@ use crate::reconcile::pod_health::{newness, pod_problem, PodProblem};
 pub(super) const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
 pub(super) const COMPONENT_LABEL: &str = "app.kubernetes.io/component";
 
-pub(super) type PodStream = BoxStream<'static, Result<Pod, watcher::Error>>;
+pub(super) type PodStream = BoxStream<'static, Result<CachedPod, watcher::Error>>;
 
 /// The cache of our pods.
 #[derive(Clone)]
 pub(super) struct Pods {
-    store: Store<Pod>,
+    store: Store<CachedPod>,
 }
 
 /// Watches the pods the chart's Deployments create (in `namespace`, or everywhere): the
 /// cache, and the stream that feeds it (polled by the controller, which maps each pod to
 /// its CR).
 pub(super) fn watch(client: &Client, namespace: Option<&str>) -> (Pods, PodStream) {
-    let api: Api<Pod> = match namespace {
+    let api: Api<CachedPod> = match namespace {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     };
@@ -42,7 +43,7 @@ pub(super) fn watch(client: &Client, namespace: Option<&str>) -> (Pods, PodStrea
 
 /// Keeps the identity labels (a group member's role and ordinal too), the node, the
 /// scheduling and readiness conditions and the containers' waiting states.
-fn slim(pod: &mut Pod) {
+fn slim(pod: &mut CachedPod) {
     let meta = &mut pod.metadata;
     meta.managed_fields = None;
     // A group's root: the workers it started with.
@@ -54,8 +55,6 @@ fn slim(pod: &mut Pod) {
     if let Some(labels) = meta.labels.as_mut() {
         labels.retain(|k, _| [INSTANCE_LABEL, COMPONENT_LABEL, ROLE_LABEL, POD_INDEX_LABEL].contains(&k.as_str()));
     }
-    let node_name = pod.spec.take().and_then(|s| s.node_name);
-    pod.spec = node_name.map(|n| PodSpec { node_name: Some(n), ..Default::default() });
     if let Some(status) = pod.status.take() {
         let scheduled = status
             .conditions
@@ -87,18 +86,17 @@ impl Pods {
     }
 
     /// The cached pods of the release `release` in `namespace` whose component label is `component`.
-    fn labelled<'a>(
-        &self,
-        namespace: &'a str,
-        release: &'a str,
-        component: &'a str,
-    ) -> impl Iterator<Item = std::sync::Arc<Pod>> + 'a {
-        self.store.state().into_iter().filter(move |p| {
-            let labels = p.metadata.labels.as_ref();
-            p.metadata.namespace.as_deref() == Some(namespace)
-                && labels.and_then(|l| l.get(INSTANCE_LABEL)).map(String::as_str) == Some(release)
-                && labels.and_then(|l| l.get(COMPONENT_LABEL)).map(String::as_str) == Some(component)
-        })
+    fn labelled<'a>(&self, namespace: &'a str, release: &'a str, component: &'a str) -> impl Iterator<Item = Pod> + 'a {
+        self.store
+            .state()
+            .into_iter()
+            .filter(move |p| {
+                let labels = p.metadata.labels.as_ref();
+                p.metadata.namespace.as_deref() == Some(namespace)
+                    && labels.and_then(|l| l.get(INSTANCE_LABEL)).map(String::as_str) == Some(release)
+                    && labels.and_then(|l| l.get(COMPONENT_LABEL)).map(String::as_str) == Some(component)
+            })
+            .map(|p| p.to_pod())
     }
 
     /// Why the pods of `component` of the release `release` in `namespace` are not running,
@@ -123,11 +121,11 @@ impl Pods {
     /// `model-<application>`) of the release `release` in `namespace`.
     pub(super) fn download_pod(&self, namespace: &str, release: &str, application: &str) -> Option<Pod> {
         let label = format!("model-{application}");
-        self.labelled(namespace, release, &label).max_by(|a, b| newness(a).cmp(&newness(b))).map(|p| (*p).clone())
+        self.labelled(namespace, release, &label).max_by(|a, b| newness(a).cmp(&newness(b)))
     }
 
     /// The release (CR name) and namespace a cached pod belongs to.
-    pub(super) fn owner(pod: &Pod) -> Option<(String, String)> {
+    pub(super) fn owner(pod: &CachedPod) -> Option<(String, String)> {
         let release = pod.metadata.labels.as_ref()?.get(INSTANCE_LABEL)?.clone();
         Some((release, pod.metadata.namespace.clone()?))
     }

@@ -73,6 +73,8 @@ pub(super) struct Context {
     admission: AdmissionWatch,
     /// Which kinds RBAC lets the operator create where.
     permissions: Permissions,
+    /// Per CR: the status this operator last wrote.
+    status_writes: Mutex<HashMap<String, StatusWrite>>,
     pub chart: Arc<Chart>,
     pub settings: Arc<Settings>,
     pub metrics: Arc<Metrics>,
@@ -83,6 +85,21 @@ pub(super) struct Context {
     /// Per CR of another line whose latest generation is not reconciled: since when this
     /// line has seen it so, and whether it said so.
     unserved: Mutex<HashMap<String, Unserved>>,
+}
+
+/// How often a status that only counts more ready pods is written while a CR comes up.
+const PROGRESS_INTERVAL: Duration = Duration::from_secs(3);
+
+/// The status this operator last wrote for a CR.
+#[derive(Debug, Clone)]
+struct StatusWrite {
+    /// Kept only until the cached CR shows it.
+    status: Option<ModelOrchestraStatus>,
+    /// The CR's resourceVersion that write returned.
+    resource_version: Option<String>,
+    at: Instant,
+    /// A progress-only change waits for `PROGRESS_INTERVAL` to pass.
+    waiting: bool,
 }
 
 /// A CR of another line whose current generation no line has reconciled yet.
@@ -118,6 +135,7 @@ impl Context {
             prober,
             admission,
             permissions: Permissions::default(),
+            status_writes: Mutex::new(HashMap::new()),
             chart,
             settings,
             metrics,
@@ -131,6 +149,7 @@ impl Context {
     /// Drops everything kept about the CR `key` (deleted, or routed to another line).
     pub(super) fn forget(&self, key: &str) {
         self.memory.lock().expect("memory lock").remove(key);
+        self.status_writes.lock().expect("status lock").remove(key);
         self.prober.stop_all(key);
         self.backoff.succeeded(key);
         self.update_tracked();
@@ -140,6 +159,7 @@ impl Context {
     /// deletions).
     pub(super) fn forget_all_but(&self, live: &std::collections::HashSet<String>) {
         self.memory.lock().expect("memory lock").retain(|k, _| live.contains(k));
+        self.status_writes.lock().expect("status lock").retain(|k, _| live.contains(k));
         self.unserved.lock().expect("unserved lock").retain(|k, _| live.contains(k));
         self.backoff.retain(|k| live.contains(k));
         self.update_tracked();
@@ -149,6 +169,33 @@ impl Context {
     pub(super) fn deleted(&self, key: &str) {
         self.forget(key);
         self.unserved.lock().expect("unserved lock").remove(key);
+    }
+
+    /// When to reconcile a CR next: when a progress-only status change it holds back is due,
+    /// else at the resync.
+    fn next_reconcile(&self, key: &str) -> Action {
+        let writes = self.status_writes.lock().expect("status lock");
+        match writes.get(key).filter(|w| w.waiting) {
+            Some(w) => Action::requeue(PROGRESS_INTERVAL.saturating_sub(w.at.elapsed()) + Duration::from_millis(50)),
+            None => Action::requeue(self.settings.resync),
+        }
+    }
+
+    /// The status to compute the next one from: the last one this operator wrote while the
+    /// cached CR has not caught up with that write, else the cached one.
+    fn previous_status(&self, cr: &Cr) -> (ModelOrchestraStatus, Value) {
+        let mut writes = self.status_writes.lock().expect("status lock");
+        let number = |v: Option<&str>| v.and_then(|v| v.parse::<u64>().ok());
+        let cached = number(cr.obj.metadata.resource_version.as_deref());
+        if let Some(w) = writes.get_mut(&cr.key) {
+            match (cached, number(w.resource_version.as_deref()), &w.status) {
+                (Some(c), Some(written), Some(status)) if c < written => {
+                    return (status.clone(), serde_json::to_value(status).expect("a status serialises"));
+                }
+                _ => w.status = None,
+            }
+        }
+        (cr.previous.clone(), cr.obj.data.get("status").cloned().unwrap_or(Value::Null))
     }
 
     fn remember(&self, key: String, state: AppliedState) {
@@ -505,7 +552,7 @@ async fn reconcile_routed(cr: &Cr<'_>, ctx: &Context) -> Result<(Action, Changes
             observed.warnings = state.warnings.clone();
             observed.promotions = state.promotions.clone();
             let status = report_applied(ctx, cr, observed, state.hash).await?;
-            return Ok((Action::requeue(ctx.settings.resync), Changes { status, ..Default::default() }));
+            return Ok((ctx.next_reconcile(&cr.key), Changes { status, ..Default::default() }));
         }
         // The watch event that brings the cache up to date reconciles again; the requeue
         // covers a lost one.
@@ -565,7 +612,7 @@ async fn reconcile_routed(cr: &Cr<'_>, ctx: &Context) -> Result<(Action, Changes
     let applied = applied.iter().flatten().count();
     let status = report_applied(ctx, cr, observed, plan.hash).await?;
     let changes = Changes { applied, pruned, status };
-    Ok((Action::requeue(ctx.settings.resync), changes))
+    Ok((ctx.next_reconcile(&cr.key), changes))
 }
 
 enum SinceLastApply {
@@ -1017,8 +1064,9 @@ async fn report_failure(ctx: &Context, cr: &Cr<'_>, e: &ReconcileError) {
 async fn write_status(ctx: &Context, cr: &Cr<'_>, outcome: &Outcome) -> Result<Option<String>, kube::Error> {
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     let line = &ctx.settings.line;
+    let (previous, stored) = ctx.previous_status(cr);
     let next = status::next_status(&Report {
-        previous: &cr.previous,
+        previous: &previous,
         generation: cr.generation,
         outcome,
         operator_version: &ctx.settings.release,
@@ -1026,20 +1074,42 @@ async fn write_status(ctx: &Context, cr: &Cr<'_>, outcome: &Outcome) -> Result<O
         line: &line.routing,
         now: &now,
     });
-    if next == cr.previous {
-        return Ok(None);
+    {
+        let mut writes = ctx.status_writes.lock().expect("status lock");
+        let last = writes.get_mut(&cr.key);
+        if next == previous {
+            if let Some(w) = last {
+                w.waiting = false;
+            }
+            return Ok(None);
+        }
+        // More pods ready, nothing else: written at most every PROGRESS_INTERVAL (the
+        // reconcile is requeued for it); a change of any condition is written at once.
+        if let Some(w) = last.filter(|w| w.at.elapsed() < PROGRESS_INTERVAL) {
+            if status::only_progress(&previous, &next) {
+                w.waiting = true;
+                return Ok(None);
+            }
+        }
     }
-    publish_if_new(ctx, cr, &next).await;
+    publish_if_new(ctx, cr, &previous, &next).await;
     let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &cr.namespace, &ctx.cr_resource());
     // A merge patch from the stored status, not server-side apply: SSA converts the object to
     // the version of every manager's entry, and a CR written at v1alpha1 cannot be typed as
     // v1alpha1 once it carries v1alpha2's status fields (the API server answers 500).
-    let stored = cr.obj.data.get("status").cloned().unwrap_or(Value::Null);
     let next_json = serde_json::to_value(&next).expect("a status serialises");
     let body = json!({"status": merge_patch(&stored, &next_json)});
     let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
-    api.patch_status(&cr.name, &params, &Patch::Merge(&body)).await?;
-    Ok(status::condition(&next, ConditionType::Ready).map(|c| c.reason.clone()))
+    let written = api.patch_status(&cr.name, &params, &Patch::Merge(&body)).await?;
+    let reason = status::condition(&next, ConditionType::Ready).map(|c| c.reason.clone());
+    let write = StatusWrite {
+        status: Some(next),
+        resource_version: written.metadata.resource_version,
+        at: Instant::now(),
+        waiting: false,
+    };
+    ctx.status_writes.lock().expect("status lock").insert(cr.key.clone(), write);
+    Ok(reason)
 }
 
 /// Publishes an Event when the Ready condition's reason or message changes (a transition
@@ -1047,7 +1117,7 @@ async fn write_status(ctx: &Context, cr: &Cr<'_>, outcome: &Outcome) -> Result<O
 /// about the spec, a stuck rollout) — not on every reconcile, and not for pods still
 /// coming up (`ApplicationsNotReady`): the status shows that progress, an Event per step
 /// of it was a request per CR for nothing a user acts on.
-async fn publish_if_new(ctx: &Context, cr: &Cr<'_>, next: &ModelOrchestraStatus) {
+async fn publish_if_new(ctx: &Context, cr: &Cr<'_>, previous: &ModelOrchestraStatus, next: &ModelOrchestraStatus) {
     let of = |s: &ModelOrchestraStatus, t: ConditionType| {
         status::condition(s, t).map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
     };
@@ -1055,15 +1125,13 @@ async fn publish_if_new(ctx: &Context, cr: &Cr<'_>, next: &ModelOrchestraStatus)
     let mut events = Vec::new();
     let progress = Reason::ApplicationsNotReady.as_str();
     if let Some((_, reason, message)) = of(next, ConditionType::Ready)
-        .filter(|r| of(&cr.previous, ConditionType::Ready).as_ref() != Some(r))
+        .filter(|r| of(previous, ConditionType::Ready).as_ref() != Some(r))
         .filter(|(_, reason, _)| reason != progress)
     {
         let type_ = if degraded.is_some() { EventType::Warning } else { EventType::Normal };
         events.push((type_, reason, message));
     }
-    if let Some((_, reason, message)) =
-        degraded.filter(|d| of(&cr.previous, ConditionType::Degraded).as_ref() != Some(d))
-    {
+    if let Some((_, reason, message)) = degraded.filter(|d| of(previous, ConditionType::Degraded).as_ref() != Some(d)) {
         if !events.iter().any(|(_, r, m)| *r == reason && *m == message) {
             events.push((EventType::Warning, reason, message));
         }

@@ -363,6 +363,24 @@ fn model_status(previous: Option<&ModelStatus>, d: &Download, now: &Time) -> Mod
     }
 }
 
+/// Whether `next` differs from `previous` only in how many pods are ready: the same
+/// generation, apply and address, every condition with the same status and reason (their
+/// messages count pods), every application's model and promotion as they were.
+pub(crate) fn only_progress(previous: &ModelOrchestraStatus, next: &ModelOrchestraStatus) -> bool {
+    let without_counts = |s: &ModelOrchestraStatus| {
+        let mut s = s.clone();
+        s.applications_ready = None;
+        for c in &mut s.conditions {
+            c.message = String::new();
+        }
+        for a in s.applications.values_mut() {
+            (a.ready_replicas, a.ready) = (0, false);
+        }
+        s
+    };
+    without_counts(previous) == without_counts(next)
+}
+
 /// The condition of `type_`, if set.
 pub(crate) fn condition(status: &ModelOrchestraStatus, type_: ConditionType) -> Option<&Condition> {
     status.conditions.iter().find(|c| c.type_ == type_.as_str())
@@ -667,5 +685,38 @@ mod tests {
     fn the_status_records_the_version_the_cr_is_served_as_and_the_line() {
         let s = next(&Default::default(), 1, &applied(true), 1);
         assert_eq!((s.served_as.as_deref(), s.line.as_deref()), (Some("v1alpha1"), Some("v0")));
+    }
+
+    fn coming_up(ready: i32, reason: &str) -> ModelOrchestraStatus {
+        let condition = Condition {
+            type_: "Ready".into(),
+            status: "False".into(),
+            reason: reason.into(),
+            message: format!("waiting for chat ({ready}/2 ready)"),
+            observed_generation: Some(1),
+            last_transition_time: Time(Timestamp::UNIX_EPOCH),
+        };
+        let chat =
+            ApplicationStatus { ready_replicas: ready, desired_replicas: 2, ready: ready == 2, ..Default::default() };
+        ModelOrchestraStatus {
+            observed_generation: Some(1),
+            conditions: vec![condition],
+            applications_ready: Some(format!("{}/1", i32::from(ready == 2))),
+            applications: [("chat".to_string(), chat)].into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn more_ready_pods_and_nothing_else_is_only_progress() {
+        assert!(only_progress(&coming_up(0, "ApplicationsNotReady"), &coming_up(1, "ApplicationsNotReady")));
+    }
+
+    #[test]
+    fn a_new_reason_or_generation_is_more_than_progress() {
+        let before = coming_up(1, "ApplicationsNotReady");
+        assert!(!only_progress(&before, &coming_up(1, "Unschedulable")));
+        let next = ModelOrchestraStatus { observed_generation: Some(2), ..before.clone() };
+        assert!(!only_progress(&before, &next));
     }
 }

@@ -560,11 +560,12 @@ async fn reconcile_routed(cr: &Cr<'_>, ctx: &Context) -> Result<(Action, Changes
         SinceLastApply::Changed => {}
     }
     let Prepared { plan, refresh, warnings, promotions, groups } = render_and_plan(cr, ctx)?;
-    if ctx.admission.admission(&cr.namespace) == admission::Admission::Open {
+    let admission = ctx.admission.admission(&cr.namespace);
+    if admission == admission::Admission::Open {
         let kinds = plan.objects.iter().map(|o| o.kind).collect();
         ctx.permissions.ask(&ctx.client, &cr.namespace, &kinds).await;
     }
-    let decisions = decide(ctx, cr, &plan);
+    let decisions = decide(ctx, cr, &plan, admission);
     dry_run(ctx, cr, &plan, &decisions).await?;
     let applied = apply(ctx, cr, &plan, &decisions).await?;
     let pruned = prune(ctx, cr, &plan, &promotions.held).await?;
@@ -789,10 +790,9 @@ struct Decision {
 }
 
 /// Decides, per object, whether it needs a dry run, only the apply, or nothing.
-fn decide(ctx: &Context, cr: &Cr, plan: &ApplyPlan) -> Vec<Decision> {
+fn decide(ctx: &Context, cr: &Cr, plan: &ApplyPlan, admission: admission::Admission) -> Vec<Decision> {
     let memory = ctx.memory.lock().expect("memory lock");
     let last = memory.get(&cr.key).filter(|s| s.uid == cr.uid);
-    let admission = ctx.admission.admission(&cr.namespace);
     plan.objects
         .iter()
         .map(|o| {
@@ -893,13 +893,7 @@ async fn apply(
 async fn roll_back(ctx: &Context, cr: &Cr<'_>, plan: &ApplyPlan, created: &[Option<DynamicObject>]) {
     for (o, created) in plan.objects.iter().zip(created) {
         let Some(created) = created else { continue };
-        let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &cr.namespace, &o.kind.resource());
-        let params = DeleteParams {
-            propagation_policy: Some(PropagationPolicy::Background),
-            preconditions: Some(Preconditions { uid: created.metadata.uid.clone(), resource_version: None }),
-            ..Default::default()
-        };
-        match api.delete(&o.name, &params).await {
+        match delete_if_same(ctx, &cr.namespace, o.kind, &o.name, created.metadata.uid.clone()).await {
             Ok(_) => tracing::info!(modelorchestra = %cr.key, kind = o.kind.kind(), name = %o.name, "rolled back"),
             Err(e) => {
                 tracing::warn!(modelorchestra = %cr.key, kind = o.kind.kind(), name = %o.name, error = %e, "cannot roll back")
@@ -917,16 +911,8 @@ async fn prune(ctx: &Context, cr: &Cr<'_>, plan: &ApplyPlan, held: &[Held]) -> R
     let existing: Vec<_> = children.iter().map(|c| c.existing.clone()).collect();
     let kept = |e: &&plan::Existing| !held.iter().any(|h| h.kind == e.kind && h.name == e.name);
     for gone in plan::prune(&owner, plan, &existing).into_iter().filter(kept) {
-        let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &cr.namespace, &gone.kind.resource());
-        // The precondition makes sure a same-named object created since the cache saw it
-        // is not the one deleted.
         let uid = children.iter().find(|c| c.existing == *gone).and_then(|c| c.uid.clone());
-        let params = DeleteParams {
-            propagation_policy: Some(PropagationPolicy::Background),
-            preconditions: Some(Preconditions { uid, resource_version: None }),
-            ..Default::default()
-        };
-        match api.delete(&gone.name, &params).await {
+        match delete_if_same(ctx, &cr.namespace, gone.kind, &gone.name, uid).await {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(source) => {
@@ -943,6 +929,24 @@ async fn prune(ctx: &Context, cr: &Cr<'_>, plan: &ApplyPlan, held: &[Held]) -> R
         tracing::info!(modelorchestra = %cr.key, kind = gone.kind.kind(), name = %gone.name, "pruned");
     }
     Ok(pruned)
+}
+
+/// Deletes an object (its dependents in the background) if it is still the one with `uid`:
+/// a same-named object created since is not the one deleted.
+async fn delete_if_same(
+    ctx: &Context,
+    namespace: &str,
+    kind: Kind,
+    name: &str,
+    uid: Option<String>,
+) -> Result<(), kube::Error> {
+    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), namespace, &kind.resource());
+    let params = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Background),
+        preconditions: Some(Preconditions { uid, resource_version: None }),
+        ..Default::default()
+    };
+    api.delete(name, &params).await.map(drop)
 }
 
 fn planned(o: &PlannedObject, applied: &DynamicObject) -> Planned {

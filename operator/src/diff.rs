@@ -22,7 +22,7 @@ use model_orchestra_api::v1alpha2::ModelOrchestraStatus;
 use model_orchestra_api::ApiVersion;
 use serde_json::Value;
 
-use crate::chart::{Chart, Component};
+use crate::chart::{Chart, Component, COMPONENT_LABEL, INSTANCE_LABEL};
 use crate::error::RenderError;
 use crate::reconcile::gates;
 use crate::reconcile::group::{self, Member};
@@ -34,9 +34,6 @@ use crate::reconcile::pod_health::newness;
 use crate::reconcile::promotion::{Ask, Progress, RETRY_ANNOTATION};
 use crate::reconcile::routing::{self, Route, RoutingFacts};
 
-/// The labels of a release's pods: its name, and the component they run.
-const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
-const COMPONENT_LABEL: &str = "app.kubernetes.io/component";
 /// Requests in flight at once.
 const CONCURRENCY: usize = 8;
 /// Unchanged lines shown around each change.

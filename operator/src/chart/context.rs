@@ -29,6 +29,10 @@ use model_orchestra_api::values::{IngressTls, PullPolicy, ScalingSpec, ServiceTy
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 /// Value of [`MANAGED_BY_LABEL`] (Helm's `.Release.Service`).
 pub const MANAGED_BY: &str = "model-orchestra-operator";
+/// The label naming an object's release (the CR).
+pub const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
+/// The label naming an object's component (`gateway`, `application-<app>`, `model-<app>`).
+pub const COMPONENT_LABEL: &str = "app.kubernetes.io/component";
 /// Pod-template annotation holding the checksum of the pod's configuration.
 pub(super) const CONFIG_CHECKSUM_ANNOTATION: &str = "checksum/config";
 /// Env the gateway needs (the contract's rule, not a default a user could change).
@@ -308,7 +312,7 @@ impl<'a> Release<'a> {
         }
         let common = BTreeMap::from([
             ("app.kubernetes.io/name".to_string(), chart_name.to_string()),
-            ("app.kubernetes.io/instance".to_string(), release.to_string()),
+            (INSTANCE_LABEL.to_string(), release.to_string()),
             ("app.kubernetes.io/version".to_string(), meta.app_version.clone()),
             (MANAGED_BY_LABEL.to_string(), MANAGED_BY.to_string()),
             ("helm.sh/chart".to_string(), format!("{}-{}", meta.name, meta.version).replace('+', "_")),
@@ -430,12 +434,11 @@ fn pod_metadata(
     config_yaml: &str,
 ) -> PodMetadata {
     let mut labels = common.clone();
-    labels.insert("app.kubernetes.io/component".into(), component.to_string());
-    let selector: BTreeMap<String, String> =
-        ["app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/component"]
-            .into_iter()
-            .map(|k| (k.to_string(), labels[k].clone()))
-            .collect();
+    labels.insert(COMPONENT_LABEL.into(), component.to_string());
+    let selector: BTreeMap<String, String> = ["app.kubernetes.io/name", INSTANCE_LABEL, COMPONENT_LABEL]
+        .into_iter()
+        .map(|k| (k.to_string(), labels[k].clone()))
+        .collect();
     // The user's pod labels cannot override the selector, or the Deployment would not
     // select its own pods.
     let mut pod_labels = labels.clone();
@@ -848,11 +851,11 @@ fn model_cache<'a>(
     check_generated(&claim, &field)?;
     check_generated(&job, &field)?;
     let mut labels = common.clone();
-    labels.insert("app.kubernetes.io/component".into(), component.to_string());
+    labels.insert(COMPONENT_LABEL.into(), component.to_string());
     let mut job_labels = labels.clone();
     job_labels.insert(MODEL_REVISION_LABEL.into(), revision);
     let mut pod_labels = common.clone();
-    pod_labels.insert("app.kubernetes.io/component".into(), format!("model-{}", app.key));
+    pod_labels.insert(COMPONENT_LABEL.into(), format!("model-{}", app.key));
     Ok(ModelCacheContext {
         claim: Meta { name: claim, labels },
         job: Meta { name: job, labels: job_labels },

@@ -23,7 +23,9 @@ use crate::model::Values;
 use crate::versions::{self, EmbeddedChart, ServedVersion};
 
 pub use component::Component;
-pub use context::{MANAGED_BY, MANAGED_BY_LABEL, MODEL_REVISION_LABEL, REVISION_ANNOTATION};
+pub use context::{
+    COMPONENT_LABEL, INSTANCE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, MODEL_REVISION_LABEL, REVISION_ANNOTATION,
+};
 pub use group::{POD_INDEX_LABEL, ROLE_LABEL};
 pub use render::{to_yaml_stream, Rendered, RenderedObject, YamlStream};
 

@@ -11,12 +11,11 @@ use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
 
 use super::compact::CachedPod;
-use crate::chart::{Component, MANAGED_BY, MANAGED_BY_LABEL, POD_INDEX_LABEL, ROLE_LABEL};
+use crate::chart::{
+    Component, COMPONENT_LABEL, INSTANCE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, POD_INDEX_LABEL, ROLE_LABEL,
+};
 use crate::reconcile::group::{self, Member, WORKERS_ANNOTATION};
 use crate::reconcile::pod_health::{newness, pod_problem, PodProblem};
-
-pub(super) const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
-pub(super) const COMPONENT_LABEL: &str = "app.kubernetes.io/component";
 
 pub(super) type PodStream = BoxStream<'static, Result<CachedPod, watcher::Error>>;
 

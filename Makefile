@@ -111,12 +111,13 @@ undeploy: build
 run: build
 	$(OPERATOR) run --api-version $(API_VERSION) $(RUN_ARGS)
 
-## cluster: a local Kubernetes control plane (etcd, kube-apiserver, controller manager,
-## scheduler, kwok CPU and GPU nodes) on 127.0.0.1 until Ctrl-C; writes an admin kubeconfig
-## to target/local-cluster.kubeconfig
-cluster:
-	scripts/build-go-tools.sh k8s kwok crds
-	$(CARGO) run --quiet -p local-cluster -- --kubeconfig $(CURDIR)/target/local-cluster.kubeconfig
+## cluster: a local Kubernetes cluster (etcd, kube-apiserver, controller manager, scheduler,
+## kwok CPU and GPU nodes, a real node with cluster DNS and a registry) in namespaces of its
+## own, reached on 127.0.0.1, until Ctrl-C; writes an admin kubeconfig to
+## target/local-cluster.kubeconfig and the registry's address to target/local-cluster.registry
+cluster: static
+	scripts/install-test-deps.sh
+	$(CARGO) run --quiet -p local-cluster -- --kubeconfig $(CURDIR)/target/local-cluster.kubeconfig --registry-file $(CURDIR)/target/local-cluster.registry
 
 ## registry: a loopback OCI registry (Debian's docker-registry) on 127.0.0.1 with a free
 ## port (or REGISTRY_PORT) and temp storage until Ctrl-C; prints the IMAGE_TAG_BASE to push to
@@ -156,9 +157,10 @@ bundle: build
 crds: build
 	$(BUNDLE_TOOL) crds
 
-## static: the operator as a static binary (glibc, crt-static) for a FROM-scratch image
+## static: the operator and mo-pod (the pause and test images' program) as static binaries
+## (glibc, crt-static) for FROM-scratch images
 static:
-	RUSTFLAGS='-C target-feature=+crt-static' $(CARGO) build --release --target $(STATIC_TARGET) -p model-orchestra-operator
+	RUSTFLAGS='-C target-feature=+crt-static' $(CARGO) build --release --target $(STATIC_TARGET) -p model-orchestra-operator -p mo-pod
 
 ## bundle-build-push: static binary -> operator image (IMG), bundle -> bundle image (BUNDLE_IMG),
 ## pushed with oci-client (no Docker). Loopback registries use plain HTTP; others need

@@ -29,8 +29,12 @@ export CGO_ENABLED=0
 # Read from go.mod itself, not `go list`, which would need the module cache (dropped below).
 pinned() { awk -v m="$2" '$1 == m { print $2; exit } $1 == "require" && $2 == m { print $3; exit }' "$root/tools/$1/go.mod"; }
 
-# The programs a module's `tool` directives name, read from go.mod as above.
-tools_of() { awk '/^tool \(/ { b = 1; next } b && /^\)/ { b = 0; next } b { print $1 } /^tool [^(]/ { print $2 }' "$1/go.mod"; }
+# The programs a module's `tool` directives name, read from go.mod as above; and the module
+# itself when it is a main package of ours (tools/coredns: CoreDNS with the plugins we use).
+tools_of() {
+  awk '/^tool \(/ { b = 1; next } b && /^\)/ { b = 0; next } b { print $1 } /^tool [^(]/ { print $2 }' "$1/go.mod"
+  if [ -f "$1/main.go" ]; then echo .; fi
+}
 
 # Per module: the build tags and linker flags its programs need.
 settings() {
@@ -89,7 +93,7 @@ outputs() {
   case "$1" in
     crds) echo "$share/crds/keda.sh_scaledobjects.yaml $share/crds/monitoring.coreos.com_servicemonitors.yaml" ;;
     k8s) for p in $2; do echo "$bin/$(basename "$p" | sed "s/^v3$/etcd/")"; done ;;
-    *) for p in $2; do echo "$bin/$(basename "$p")"; done ;;
+    *) for p in $2; do if [ "$p" = . ]; then echo "$bin/$1"; else echo "$bin/$(basename "$p")"; fi; done ;;
   esac
 }
 

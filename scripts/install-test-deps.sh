@@ -4,7 +4,9 @@
 #   - kubernetes-validate (PyPI): the real Kubernetes OpenAPI schemas, offline.
 #   - chromium (Debian): the HTTP API's status page test, headless.
 #   - docker-registry, skopeo, openssl (Debian): a real OCI registry on 127.0.0.1 for bundle-tool's
-#     pushes, and an independent client to check what was pushed.
+#     pushes (and the local cluster's registry), and an independent client to check what was pushed.
+#   - containerd, runc, containernetworking-plugins, iptables, util-linux, iproute2 (Debian):
+#     the local cluster's real node and its namespaces.
 #   - the upstream Go programs (etcd, kube-apiserver, kube-controller-manager,
 #     kube-scheduler, kubectl, kwok, …) built from the pinned modules under tools/ into
 #     target/tools/bin by scripts/build-go-tools.sh (cached: a no-op when nothing changed).
@@ -28,9 +30,14 @@ missing=()
 command -v docker-registry >/dev/null || missing+=(docker-registry)
 command -v skopeo >/dev/null || missing+=(skopeo)
 command -v openssl >/dev/null || missing+=(openssl)
-# Network namespaces for the tests that reach pods (verified promotion): unshare and ip.
+# The local cluster's namespaces: unshare and ip.
 command -v unshare >/dev/null || missing+=(util-linux)
 command -v ip >/dev/null || missing+=(iproute2)
+# Its real node: the container runtime, runc, the CNI plugins and iptables (kube-proxy).
+command -v containerd >/dev/null || missing+=(containerd)
+command -v runc >/dev/null || missing+=(runc)
+[ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
+command -v iptables >/dev/null || missing+=(iptables)
 # A real browser for the HTTP API's status page test (headless, driven over DevTools).
 command -v chromium >/dev/null || missing+=(chromium)
 if ((${#missing[@]})); then

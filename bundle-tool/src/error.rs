@@ -14,6 +14,12 @@ pub enum ToolError {
     Invalid(String),
 }
 
+impl From<mo_images::layout::LayoutError> for ToolError {
+    fn from(e: mo_images::layout::LayoutError) -> Self {
+        ToolError::Io { file: e.path, source: e.source }
+    }
+}
+
 impl ToolError {
     pub fn io(file: &Path, source: std::io::Error) -> Self {
         ToolError::Io { file: file.to_path_buf(), source }

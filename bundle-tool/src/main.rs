@@ -398,7 +398,8 @@ fn emit(image: &bundle_tool::image::Image, output: &Output) -> anyhow::Result<()
         return Ok(());
     }
     let reference = output.push.as_deref().expect("clap requires --push or --oci-layout");
-    let opts = bundle_tool::image::push::PushOptions { access: output.registry.access(), force: output.force };
+    let opts =
+        bundle_tool::image::push::PushOptions { access: output.registry.access(), force: output.force, quiet: false };
     eprintln!("pushing {reference}");
     match runtime()?.block_on(bundle_tool::image::push::push(image, reference, &opts))? {
         bundle_tool::image::push::Pushed::Uploaded(d) => {

@@ -1,8 +1,13 @@
-//! A local Kubernetes control plane made of the real upstream programs — etcd,
-//! kube-apiserver, kube-controller-manager, kube-scheduler — plus kwok, which plays the
-//! kubelets of fake CPU and GPU nodes. Everything listens on 127.0.0.1 on ephemeral ports
-//! and lives in a temp dir; every process is stopped by PID when the [`Cluster`] is dropped
-//! or this program exits (see [`process`]).
+//! A local Kubernetes cluster made of the real upstream programs — etcd, kube-apiserver,
+//! kube-controller-manager, kube-scheduler — with kwok playing the kubelets of fake CPU and
+//! GPU nodes, and real nodes beside them (containerd, runc, the kubelet, kube-proxy, cluster
+//! DNS: [`node`]) whose pods really run. All of it lives in a mount and network namespace
+//! of its own ([`isolation`]), so no pod or node address ever exists in the host's
+//! namespace; the host reaches the API server and the cluster's registry on 127.0.0.1
+//! through forwarders ([`forward`]). Ports are ephemeral, files in a temp dir; every
+//! process is stopped by PID when the [`Cluster`] is dropped or this program exits (see
+//! [`process`]), and whatever outlives that (pods, containerd's shims) by the namespace's
+//! holder.
 //!
 //! The API server runs as a production cluster's would in the ways an operator notices:
 //! RBAC authorization, Pod Security admission, `OwnerReferencesPermissionEnforcement` (as
@@ -16,18 +21,24 @@
 //! `make cluster` (the `local-cluster` binary).
 
 pub mod audit;
+pub mod dns;
+pub mod forward;
+pub mod isolation;
 pub mod kubeconfig;
+pub mod node;
 pub mod nodes;
 pub mod pki;
 pub mod process;
 pub mod proxy;
+pub mod registry;
 pub mod storage;
 pub mod tools;
 
 use std::io::{Read, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Node, ServiceAccount};
@@ -35,6 +46,8 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::Client;
 
+use forward::Forwarder;
+use isolation::Isolation;
 use kubeconfig::Credentials;
 pub use nodes::NodeSpec;
 use pki::{CertPem, Pki};
@@ -44,7 +57,7 @@ use storage::Provisioner;
 /// Why the cluster could not start (or a request to it failed).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("{name} is not built ({path}): run scripts/build-go-tools.sh (make test does)", path = path.display())]
+    #[error("{name} is missing ({path}): {}", fix_for(name), path = path.display())]
     MissingProgram { name: String, path: PathBuf },
     #[error("{path}: {source}", path = path.display())]
     Io { path: PathBuf, source: std::io::Error },
@@ -58,20 +71,46 @@ pub enum Error {
     Timeout(Duration, String),
 }
 
+/// How to get a missing program.
+fn fix_for(name: &str) -> &'static str {
+    if name.contains("static") {
+        "run `make static` (make test does)"
+    } else if ["containerd", "runc", "docker-registry", "iptables", "CNI"].iter().any(|p| name.starts_with(p)) {
+        "apt-get install containerd runc containernetworking-plugins iptables docker-registry (scripts/install-test-deps.sh does)"
+    } else {
+        "run scripts/build-go-tools.sh (make test does)"
+    }
+}
+
 impl Error {
     pub(crate) fn io(path: &Path, source: std::io::Error) -> Error {
         Error::Io { path: path.to_path_buf(), source }
     }
 }
 
-/// The addresses kwok gives pods (no host route leads there: tests that must reach a pod put
-/// the range on the loopback interface of a network namespace of their own).
+/// The addresses kwok gives pods. Routed nowhere in the cluster's namespace (a request to
+/// a fake pod fails at once); a test that stands in for a fake pod puts the range on the
+/// namespace's loopback ([`Cluster::serve_fake_pod_addresses`]).
 pub const POD_CIDR: &str = "10.128.0.0/10";
+/// kwok's nodes' addresses, routed nowhere too.
+pub const KWOK_NODE_RANGE: &str = "10.127.0.0/16";
+/// The address of the node, inside the cluster's namespace: the API server advertises it
+/// (the `kubernetes` Service's endpoint), a real node's kubelet serves on it.
+pub const NODE_ADDRESS: Ipv4Addr = Ipv4Addr::new(10, 10, 0, 10);
+/// The name of the real node.
+pub const REAL_NODE_NAME: &str = "real-0";
 
 /// What to start.
 #[derive(Debug, Clone)]
 pub struct Options {
+    /// kwok's fake nodes.
     pub nodes: Vec<NodeSpec>,
+    /// Real nodes (0 or 1): containerd, the kubelet, kube-proxy, cluster DNS and the
+    /// cluster's registry.
+    pub real_nodes: usize,
+    /// Public registries a real node pulls from the cluster's registry instead (as an
+    /// air-gapped cluster's mirrors): an image `ghcr.io/org/x:1` is `org/x:1` there.
+    pub mirrored_registries: Vec<String>,
     /// Client rate limit of the controller manager and the scheduler (requests per second);
     /// raise it for benchmarks that create thousands of objects.
     pub controller_qps: u32,
@@ -81,7 +120,20 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { nodes: nodes::default_nodes(), controller_qps: 100, keep_dir: false }
+        Options {
+            nodes: nodes::default_nodes(),
+            real_nodes: 1,
+            mirrored_registries: vec!["docker.io".into(), "ghcr.io".into()],
+            controller_qps: 100,
+            keep_dir: false,
+        }
+    }
+}
+
+impl Options {
+    /// Fake nodes only: no real node, no registry (benchmarks that create thousands of pods).
+    pub fn fake_nodes_only() -> Options {
+        Options { real_nodes: 0, ..Options::default() }
     }
 }
 
@@ -97,11 +149,20 @@ pub struct Cluster {
     pub kubeconfig: PathBuf,
     pub audit_log: PathBuf,
     pub nodes: Vec<NodeSpec>,
+    /// The real nodes' names.
+    pub real_nodes: Vec<String>,
+    /// `127.0.0.1:<port>`, the same from the host and inside: the registry real nodes pull
+    /// from (None without real nodes).
+    pub registry: Option<String>,
     admin: CertPem,
     /// In start order; stopped in reverse.
     processes: Mutex<Vec<(&'static str, Supervised)>>,
     /// Stopped before the processes.
     provisioner: Mutex<Option<Provisioner>>,
+    /// The host's ways in (the API server's, the registry's): stopped after the processes.
+    forwarders: Mutex<Vec<Forwarder>>,
+    /// Stopped last: the holder kills what is left (pods, shims) and removes the cgroups.
+    isolation: Arc<Isolation>,
 }
 
 const START_TIMEOUT: Duration = Duration::from_secs(90);
@@ -127,23 +188,42 @@ impl Cluster {
         }
     }
 
-    /// Starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok, and
-    /// creates the nodes; returns once every node is Ready and schedulable.
+    /// Starts the cluster's namespaces, etcd, kube-apiserver, kube-controller-manager,
+    /// kube-scheduler and kwok, and the real nodes; creates kwok's nodes; returns once every
+    /// node is Ready and schedulable.
     pub async fn start(options: Options) -> Result<Cluster, Error> {
         let started = Instant::now();
+        if options.real_nodes > 1 {
+            return Err(Error::Start {
+                component: "real nodes".into(),
+                message: format!("{} real nodes asked for; a cluster has 0 or 1", options.real_nodes),
+                log: PathBuf::new(),
+                tail: String::new(),
+            });
+        }
+        // Before anything starts: what is missing is one error naming it.
+        isolation::check_machine()?;
+        if options.real_nodes == 1 {
+            node::check_programs()?;
+        }
         let dir = temp_dir()?;
         process::remove_at_exit(&dir);
         let pki = Pki::create(&dir.join("pki"))?;
         let logs = dir.join("logs");
         std::fs::create_dir_all(&logs).map_err(|e| Error::io(&logs, e))?;
         let port = || process::free_port().map_err(|e| Error::io(Path::new("127.0.0.1:0"), e));
-
+        // Declared first, dropped last: whatever fails below, the holder tears down.
+        let isolation =
+            Arc::new(Isolation::create(&dir, options.keep_dir, NODE_ADDRESS, &[POD_CIDR, KWOK_NODE_RANGE])?);
+        let mut forwarders = Vec::new();
         let mut processes = Vec::new();
+        let spawn = |program: &str| -> Result<Command, Error> { Ok(isolation.command(tools::program(program)?)) };
+
         // etcd: its data dir needs no fsync (the cluster is thrown away).
         let (etcd_port, peer_port) = (port()?, port()?);
         let etcd_url = format!("http://127.0.0.1:{etcd_port}");
         let peer_url = format!("http://127.0.0.1:{peer_port}");
-        let mut etcd = Command::new(tools::program("etcd")?);
+        let mut etcd = spawn("etcd")?;
         etcd.args(["--name", "local", "--data-dir"])
             .arg(dir.join("etcd"))
             .args(["--listen-client-urls", &etcd_url, "--advertise-client-urls", &etcd_url])
@@ -151,18 +231,32 @@ impl Cluster {
             .args(["--initial-cluster", &format!("local={peer_url}")])
             .args(["--unsafe-no-fsync", "--log-level", "warn", "--quota-backend-bytes", "8589934592"]);
         processes.push(("etcd", spawn_logged(etcd, &logs, "etcd")?));
-        wait_http_ok(&format!("127.0.0.1:{etcd_port}"), "/health", "etcd", &logs).await?;
+        let inside = |port: u16| SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+        wait_http_ok(|| isolation.connect(inside(etcd_port)), "/health", "etcd", &logs).await?;
 
-        pki.serving("apiserver")?;
+        // The API server's certificate names every way it is reached: loopback (the host,
+        // through the forwarder, and the components), the node's address and the
+        // `kubernetes` Service (pods).
+        let service_names =
+            ["kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"];
+        pki.serving_for(
+            "apiserver",
+            &service_names,
+            &[IpAddr::V4(NODE_ADDRESS), IpAddr::V4(node::KUBERNETES_SERVICE_IP)],
+        )?;
+        // How it authenticates to a real node's kubelet (logs, exec, port-forward).
+        pki.client("apiserver-kubelet-client", "kube-apiserver-kubelet-client", Some("system:masters"))?;
         let audit_policy = dir.join("audit-policy.yaml");
         std::fs::write(&audit_policy, include_str!("../config/audit-policy.yaml"))
             .map_err(|e| Error::io(&audit_policy, e))?;
         let audit_log = dir.join("audit.log");
+        // Free on the host: the forwarder listens there, the API server at the same port inside.
         let api_port = port()?;
         let server = format!("https://127.0.0.1:{api_port}");
-        let mut apiserver = Command::new(tools::program("kube-apiserver")?);
+        let mut apiserver = spawn("kube-apiserver")?;
         apiserver
-            .args(["--etcd-servers", &etcd_url, "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1"])
+            .args(["--etcd-servers", &etcd_url, "--bind-address", "0.0.0.0"])
+            .args(["--advertise-address", &NODE_ADDRESS.to_string()])
             .args(["--secure-port", &api_port.to_string()])
             .arg("--cert-dir")
             .arg(dir.join("apiserver"))
@@ -172,19 +266,31 @@ impl Cluster {
             .arg(format!("--service-account-key-file={}", pki.path("sa.pub").display()))
             .arg(format!("--service-account-signing-key-file={}", pki.path("sa.key").display()))
             .args(["--service-account-issuer", &server])
-            .args(["--service-cluster-ip-range", "10.96.0.0/16", "--allow-privileged=true"])
-            .args(["--authorization-mode", "RBAC"])
-            // The defaults (PodSecurity, ServiceAccount, NamespaceLifecycle, …) plus the
-            // check OpenShift enables: setting blockOwnerDeletion needs `update` on the
-            // owner's finalizers.
-            .args(["--enable-admission-plugins", "OwnerReferencesPermissionEnforcement"])
+            .args(["--service-cluster-ip-range", node::SERVICE_CIDR, "--allow-privileged=true"])
+            .args(["--authorization-mode", "Node,RBAC"])
+            // The defaults (PodSecurity, ServiceAccount, NamespaceLifecycle, …); the check
+            // OpenShift enables (setting blockOwnerDeletion needs `update` on the owner's
+            // finalizers); a node's own writes only (NodeRestriction); and the namespace
+            // annotations that pin a namespace's pods to the real node (node::real_pods_annotations).
+            .args([
+                "--enable-admission-plugins",
+                "OwnerReferencesPermissionEnforcement,NodeRestriction,PodNodeSelector,PodTolerationRestriction",
+            ])
+            .arg(format!("--kubelet-client-certificate={}", pki.path("apiserver-kubelet-client.crt").display()))
+            .arg(format!("--kubelet-client-key={}", pki.path("apiserver-kubelet-client.key").display()))
+            .arg(format!("--kubelet-certificate-authority={}", pki.path("ca.crt").display()))
+            // Else it resolves the node's name with the host's resolver, unreachable from inside.
+            .args(["--kubelet-preferred-address-types", "InternalIP"])
             .arg(format!("--audit-policy-file={}", audit_policy.display()))
             .arg(format!("--audit-log-path={}", audit_log.display()))
             .args(["--audit-log-format", "json", "--audit-log-mode", "blocking", "--audit-log-maxsize", "0"])
-            // The `kubernetes` Service's endpoints cannot be a loopback address.
-            .args(["--endpoint-reconciler-type", "none"])
             .args(["--profiling=false", "--v", "1"]);
         processes.push(("kube-apiserver", spawn_logged(apiserver, &logs, "kube-apiserver")?));
+        let host = SocketAddr::from((Ipv4Addr::LOCALHOST, api_port));
+        forwarders.push(
+            Forwarder::start(host, inside(api_port), isolation.clone())
+                .map_err(|e| Error::io(Path::new(&server), e))?,
+        );
 
         let admin = pki.client("admin", "kubernetes-admin", Some("system:masters"))?;
         let kubeconfig = dir.join("admin.kubeconfig");
@@ -205,7 +311,7 @@ impl Cluster {
         };
         let qps = options.controller_qps.to_string();
         let burst = (options.controller_qps * 2).to_string();
-        let mut kcm = Command::new(tools::program("kube-controller-manager")?);
+        let mut kcm = spawn("kube-controller-manager")?;
         kcm.arg("--kubeconfig")
             .arg(component_kubeconfig("controller-manager", "system:kube-controller-manager", None)?)
             .args(["--leader-elect=false", "--secure-port=0", "--use-service-account-credentials=true"])
@@ -216,7 +322,7 @@ impl Cluster {
             .args(["--kube-api-qps", &qps, "--kube-api-burst", &burst, "--v", "1"]);
         processes.push(("kube-controller-manager", spawn_logged(kcm, &logs, "kube-controller-manager")?));
 
-        let mut scheduler = Command::new(tools::program("kube-scheduler")?);
+        let mut scheduler = spawn("kube-scheduler")?;
         scheduler.arg("--kubeconfig").arg(component_kubeconfig("scheduler", "system:kube-scheduler", None)?).args([
             "--leader-elect=false",
             "--secure-port=0",
@@ -233,7 +339,7 @@ impl Cluster {
         std::fs::write(&stages, include_str!("../config/kwok-stages.yaml")).map_err(|e| Error::io(&stages, e))?;
         let kwok_home = dir.join("kwok-home");
         std::fs::create_dir_all(&kwok_home).map_err(|e| Error::io(&kwok_home, e))?;
-        let mut kwok = Command::new(tools::program("kwok")?);
+        let mut kwok = spawn("kwok")?;
         kwok.arg("--kubeconfig")
             .arg(component_kubeconfig("kwok", "kwok", Some("system:masters"))?)
             .arg("--config")
@@ -245,6 +351,25 @@ impl Cluster {
             .env("KWOK_WORKDIR", &kwok_home);
         processes.push(("kwok", spawn_logged(kwok, &logs, "kwok")?));
 
+        let mut real_nodes = Vec::new();
+        let mut registry = None;
+        if options.real_nodes == 1 {
+            let address = node::start(node::Context {
+                isolation: &isolation,
+                pki: &pki,
+                dir: &dir,
+                logs: &logs,
+                server: &server,
+                admin: &client,
+                mirrors: &options.mirrored_registries,
+                processes: &mut processes,
+                forwarders: &mut forwarders,
+            })
+            .await?;
+            registry = Some(address);
+            real_nodes.push(REAL_NODE_NAME.to_string());
+        }
+
         let cluster = Cluster {
             dir,
             keep_dir: options.keep_dir,
@@ -253,9 +378,13 @@ impl Cluster {
             kubeconfig,
             audit_log,
             nodes: options.nodes.clone(),
+            real_nodes,
+            registry,
             admin,
             processes: Mutex::new(processes),
             provisioner: Mutex::new(Some(provisioner)),
+            forwarders: Mutex::new(forwarders),
+            isolation,
         };
         cluster.create_nodes(&client).await?;
         cluster.wait_schedulable(&client).await?;
@@ -335,8 +464,9 @@ impl Cluster {
         self.processes.lock().expect("processes lock").iter().map(|(n, p)| (*n, p.pid())).collect()
     }
 
-    /// Stops the provisioner, then every component (reverse start order), and removes the
-    /// directory.
+    /// Stops the provisioner, then every component (reverse start order), the forwarders,
+    /// and last the namespaces' holder, which kills what is left (pods, containerd's shims)
+    /// and removes the cluster's cgroups; then removes the directory.
     pub fn stop(&self) {
         if let Some(mut provisioner) = self.provisioner.lock().expect("provisioner lock").take() {
             provisioner.stop();
@@ -345,8 +475,49 @@ impl Cluster {
         while let Some((_, mut p)) = processes.pop() {
             p.stop(Duration::from_secs(5));
         }
+        let mut forwarders = self.forwarders.lock().expect("forwarders lock");
+        while let Some(mut f) = forwarders.pop() {
+            f.stop();
+        }
+        self.isolation.stop();
         if !self.keep_dir {
             let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    /// The cluster's namespaces and cgroups: to run a program inside, or to make a socket
+    /// there.
+    pub fn isolation(&self) -> &Arc<Isolation> {
+        &self.isolation
+    }
+
+    /// Makes `namespace` (created if missing) one whose pods run on the real node: annotated
+    /// with its node selector and a toleration of its taint ([`node::real_pods_annotations`]).
+    pub async fn run_pods_for_real(&self, namespace: &str) -> Result<(), Error> {
+        let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(self.client().await?);
+        let object = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": namespace, "annotations": node::real_pods_annotations()},
+        });
+        api.patch(namespace, &PatchParams::apply("local-cluster").force(), &Patch::Apply(&object)).await?;
+        Ok(())
+    }
+
+    /// Puts kwok's pod range on the loopback of the cluster's network namespace, so a test
+    /// can stand in for a fake pod: a listener it binds there (with [`Isolation::bind`]) on
+    /// `0.0.0.0:PORT` answers at every fake pod's address, e.g. to the API server's service
+    /// proxy. Nothing of this exists in the host's namespace.
+    pub fn serve_fake_pod_addresses(&self) -> Result<(), Error> {
+        let present =
+            || self.isolation.run("ip", &["-4", "addr", "show", "dev", "lo"]).is_ok_and(|a| a.contains(POD_CIDR));
+        if present() {
+            return Ok(());
+        }
+        // Another test may add it at the same moment: present afterwards is what counts.
+        match self.isolation.run("ip", &["addr", "add", POD_CIDR, "dev", "lo"]) {
+            Err(_) if present() => Ok(()),
+            other => other.map(drop),
         }
     }
 
@@ -440,7 +611,7 @@ fn temp_dir() -> Result<PathBuf, Error> {
 }
 
 /// Spawns a component with stdout and stderr in `logs/<name>.log`.
-fn spawn_logged(mut command: Command, logs: &Path, name: &str) -> Result<Supervised, Error> {
+pub(crate) fn spawn_logged(mut command: Command, logs: &Path, name: &str) -> Result<Supervised, Error> {
     let path = logs.join(format!("{name}.log"));
     let log = std::fs::File::create(&path).map_err(|e| Error::io(&path, e))?;
     let log2 = log.try_clone().map_err(|e| Error::io(&path, e))?;
@@ -460,13 +631,18 @@ pub fn tail(path: &Path, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
-/// Polls a plain-HTTP endpoint until it answers 200.
-async fn wait_http_ok(addr: &str, path: &str, component: &str, logs: &Path) -> Result<(), Error> {
+/// Polls a plain-HTTP endpoint (reached by `connect`) until it answers 200.
+pub(crate) async fn wait_http_ok(
+    connect: impl Fn() -> std::io::Result<std::net::TcpStream>,
+    path: &str,
+    component: &str,
+    logs: &Path,
+) -> Result<(), Error> {
     let start = Instant::now();
     loop {
-        let ok = std::net::TcpStream::connect(addr).ok().and_then(|mut s| {
+        let ok = connect().ok().and_then(|mut s| {
             s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-            write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
+            write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
             let mut buf = String::new();
             s.read_to_string(&mut buf).ok()?;
             (buf.split_whitespace().nth(1) == Some("200")).then_some(())
@@ -478,7 +654,7 @@ async fn wait_http_ok(addr: &str, path: &str, component: &str, logs: &Path) -> R
             let log = logs.join(format!("{component}.log"));
             return Err(Error::Start {
                 component: component.into(),
-                message: format!("{addr}{path} never answered 200"),
+                message: format!("{path} never answered 200"),
                 tail: tail(&log, 30),
                 log,
             });

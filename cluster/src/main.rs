@@ -1,6 +1,8 @@
-//! `local-cluster` (`make cluster`): starts the local control plane, its fake GPU nodes and
-//! its volume provisioner (the default StorageClass's), writes an admin kubeconfig, and runs
-//! until Ctrl-C or SIGTERM, then stops every process it started.
+//! `local-cluster` (`make cluster`): starts the local control plane, its fake GPU nodes, a
+//! real node (containerd, kubelet, kube-proxy, cluster DNS, a registry) and its volume
+//! provisioner (the default StorageClass's), all in namespaces of their own; writes an admin
+//! kubeconfig and the registry's address, and runs until Ctrl-C or SIGTERM, then stops
+//! everything it started.
 
 use std::path::PathBuf;
 
@@ -11,12 +13,22 @@ use local_cluster::{storage, Cluster, Options};
 #[derive(Parser)]
 #[command(
     name = "local-cluster",
-    about = "A local Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok GPU nodes, a default StorageClass of hostPath volumes) on 127.0.0.1"
+    about = "A local Kubernetes cluster (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok GPU nodes, a real node, a default StorageClass of hostPath volumes) in namespaces of its own, reached on 127.0.0.1"
 )]
 struct Cli {
     /// Where to write the admin kubeconfig.
     #[arg(long, default_value = "target/local-cluster.kubeconfig")]
     kubeconfig: PathBuf,
+    /// Where to write the address of the cluster's registry (`127.0.0.1:PORT`), which the
+    /// real node pulls from: push images there.
+    #[arg(long, default_value = "target/local-cluster.registry")]
+    registry_file: PathBuf,
+    /// Real nodes (0 or 1) beside kwok's fake ones.
+    #[arg(long, default_value_t = 1)]
+    real_nodes: usize,
+    /// Namespaces (created if missing) whose pods run on the real node; others' run on kwok's.
+    #[arg(long = "real-namespace", default_values_t = ["model-orchestra-system".to_string()])]
+    real_namespaces: Vec<String>,
     /// Keep the cluster's directory (logs, audit log, etcd data, volumes) after it stops.
     #[arg(long)]
     keep_dir: bool,
@@ -28,9 +40,17 @@ fn main() -> anyhow::Result<()> {
     let runtime =
         tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
     runtime.block_on(async {
-        let cluster = Cluster::start(Options { keep_dir: cli.keep_dir, ..Options::default() }).await?;
+        let options = Options { keep_dir: cli.keep_dir, real_nodes: cli.real_nodes, ..Options::default() };
+        let cluster = Cluster::start(options).await?;
         std::fs::copy(&cluster.kubeconfig, &cli.kubeconfig)
             .with_context(|| format!("writing {}", cli.kubeconfig.display()))?;
+        if let Some(registry) = &cluster.registry {
+            std::fs::write(&cli.registry_file, format!("{registry}\n"))
+                .with_context(|| format!("writing {}", cli.registry_file.display()))?;
+            for namespace in &cli.real_namespaces {
+                cluster.run_pods_for_real(namespace).await?;
+            }
+        }
         let gpu_nodes: Vec<String> = cluster
             .nodes
             .iter()
@@ -41,7 +61,18 @@ fn main() -> anyhow::Result<()> {
             "  export KUBECONFIG={}",
             std::fs::canonicalize(&cli.kubeconfig).unwrap_or(cli.kubeconfig.clone()).display()
         );
-        println!("  kubectl get nodes -L nvidia.com/gpu.product");
+        println!("  kubectl get nodes -L nvidia.com/gpu.product -L {}", local_cluster::node::REAL_NODE_LABEL);
+        if let Some(registry) = &cluster.registry {
+            println!(
+                "  real node {}: images from the registry {registry} (also for docker.io and ghcr.io)",
+                local_cluster::REAL_NODE_NAME
+            );
+            println!(
+                "  pods of namespace{} {} run there; others on kwok's nodes",
+                if cli.real_namespaces.len() == 1 { "" } else { "s" },
+                cli.real_namespaces.join(", ")
+            );
+        }
         println!(
             "  default StorageClass {} ({}): volumes under {}",
             storage::STORAGE_CLASS,
@@ -62,6 +93,7 @@ fn main() -> anyhow::Result<()> {
         );
         cluster.stop();
         let _ = std::fs::remove_file(&cli.kubeconfig);
+        let _ = std::fs::remove_file(&cli.registry_file);
         anyhow::Ok(())
     })
 }

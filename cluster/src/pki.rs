@@ -1,6 +1,7 @@
-//! The cluster's certificates and keys, made fresh per cluster: a CA, the API server's
-//! serving certificate (127.0.0.1 and localhost), client certificates for the admin and the
-//! control-plane components (their identity is the certificate's CN and O), and the
+//! The cluster's certificates and keys, made fresh per cluster: a CA, serving certificates
+//! (the API server's for 127.0.0.1, localhost, the node's address and the `kubernetes`
+//! Service; a real node's kubelet's), client certificates for the admin, the control-plane
+//! and node components (their identity is the certificate's CN and O), and the
 //! ServiceAccount token signing key.
 
 use std::net::{IpAddr, Ipv4Addr};
@@ -65,12 +66,22 @@ impl Pki {
 
     /// A serving certificate for 127.0.0.1 and localhost, written as `<stem>.crt/.key`.
     pub fn serving(&self, stem: &str) -> Result<CertPem, Error> {
+        self.serving_for(stem, &[], &[])
+    }
+
+    /// A serving certificate for 127.0.0.1, localhost and the given names and addresses.
+    pub fn serving_for(&self, stem: &str, dns_names: &[&str], ips: &[IpAddr]) -> Result<CertPem, Error> {
         let mut params = CertificateParams::default();
         params.distinguished_name = name(stem, None);
         params.subject_alt_names = vec![
             SanType::DnsName("localhost".try_into().expect("a valid DNS name")),
             SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)),
         ];
+        for dns in dns_names {
+            let dns = (*dns).try_into().map_err(|e| pki_error(stem, e))?;
+            params.subject_alt_names.push(SanType::DnsName(dns));
+        }
+        params.subject_alt_names.extend(ips.iter().map(|ip| SanType::IpAddress(*ip)));
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         self.issue(stem, params)

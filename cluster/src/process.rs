@@ -17,9 +17,11 @@ use std::time::{Duration, Instant};
 struct Registry {
     pids: Vec<u32>,
     dirs: Vec<PathBuf>,
+    /// Namespace holders (see [`crate::isolation`]): PID and the fd of their standard input.
+    holders: Vec<(u32, i32)>,
 }
 
-static REGISTRY: Mutex<Registry> = Mutex::new(Registry { pids: Vec::new(), dirs: Vec::new() });
+static REGISTRY: Mutex<Registry> = Mutex::new(Registry { pids: Vec::new(), dirs: Vec::new(), holders: Vec::new() });
 
 type SpawnRequest = (Command, mpsc::Sender<std::io::Result<Child>>);
 
@@ -53,9 +55,38 @@ extern "C" fn cleanup_at_exit() {
             libc::waitpid(pid as libc::pid_t, std::ptr::null_mut(), 0);
         }
     }
+    // A holder tears its cluster down once its standard input closes: wait for it (bounded)
+    // before the directories go, since the cluster's processes have files open there.
+    for &(_, fd) in &registry.holders {
+        // SAFETY: closing the write end of a pipe this program owns.
+        unsafe { libc::close(fd) };
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for &(pid, _) in &registry.holders {
+        while Instant::now() < deadline {
+            // SAFETY: reaping a child this program started.
+            let reaped = unsafe { libc::waitpid(pid as libc::pid_t, std::ptr::null_mut(), libc::WNOHANG) };
+            if reaped != 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
     for dir in &registry.dirs {
         let _ = std::fs::remove_dir_all(dir);
     }
+}
+
+/// Registers a namespace holder: at exit its standard input (`fd`) is closed and it is
+/// waited for before the registered directories are removed.
+pub fn register_holder(pid: u32, fd: i32) {
+    let _ = spawner();
+    REGISTRY.lock().expect("registry lock").holders.push((pid, fd));
+}
+
+/// The holder was stopped in order (its fd is closed by its owner).
+pub fn forget_holder(pid: u32) {
+    REGISTRY.lock().expect("registry lock").holders.retain(|&(p, _)| p != pid);
 }
 
 /// Removes `dir` when the program exits (unless [`forget_dir`] is called first).

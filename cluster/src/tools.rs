@@ -30,3 +30,22 @@ pub fn program(name: &str) -> Result<PathBuf, Error> {
 pub fn share_dir() -> PathBuf {
     bin_dir().join("../share")
 }
+
+/// Where `make static` puts the static binaries (the operator's, `mo-pod`) that the
+/// project's images are made of: `<target>/x86_64-unknown-linux-gnu/release`.
+pub fn static_dir() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    target.join("x86_64-unknown-linux-gnu/release")
+}
+
+/// One static binary, or an error saying how to build it.
+pub fn static_program(name: &str) -> Result<PathBuf, Error> {
+    let path = static_dir().join(name);
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(Error::MissingProgram { name: format!("{name} (static, for an image)"), path })
+    }
+}

@@ -97,7 +97,9 @@ async fn pods_that_cannot_be_scheduled_are_explained_on_the_cr_with_the_schedule
     assert_eq!(ready["reason"], "Unschedulable", "{ready}");
     let message = ready["message"].as_str().unwrap();
     assert!(message.contains("hello-world"), "names the application: {message}");
-    assert!(message.contains("0/4 nodes are available"), "the scheduler's own words: {message}");
+    let local = cluster.local.expect("the local cluster");
+    let nodes = local.nodes.len() + local.real_nodes.len();
+    assert!(message.contains(&format!("0/{nodes} nodes are available")), "the scheduler's own words: {message}");
     assert!(message.contains("node affinity/selector"), "{message}");
 
     // More GPUs than any node has: the scheduler says the resource is insufficient.

@@ -24,8 +24,9 @@ const RELEASE: &str = "big";
 const ROOT: &str = "big-model-orchestra-chat";
 const WORKERS: &str = "big-model-orchestra-chat-workers";
 
-/// A group of `nodes` members that may go to every node of the fleet (the GPU nodes are
-/// tainted), its model downloaded into a 1Gi cache.
+/// A group of `nodes` members that may go to every kwok node of the fleet (the GPU nodes are
+/// tainted; the real node's taint is not tolerated: distributed-llama's image is in no
+/// registry), its model downloaded into a 1Gi cache.
 fn group_cr(nodes: i32, model: &str) -> String {
     format!(
         "apiVersion: models.titanml.co/v1alpha2
@@ -44,7 +45,8 @@ spec:
       modelCache:
         size: 1Gi
       tolerations:
-        - operator: Exists
+        - key: nvidia.com/gpu
+          operator: Exists
 "
     )
 }

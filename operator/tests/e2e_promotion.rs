@@ -2,13 +2,14 @@
 //! traffic only after its candidate answers the success prompt through the gateway, and a
 //! candidate that fails takes nothing down.
 //!
-//! kwok's pods run no process, so a stub stands in for the gateway's OpenAI-compatible API
-//! (what a real gateway would answer for a consumer group). The operator reaches it the way
-//! it does outside a cluster: the API server's real service proxy, through the gateway's
-//! real Service and EndpointSlice, to the gateway pod's IP. The API server refuses to proxy
-//! to loopback addresses, so each test runs in a network namespace of its own (`unshare
-//! -n`): the whole control plane, the operator and the stub, with the pod's IP on that
-//! namespace's loopback interface — never an address of the host.
+//! Takeoff's gateway is not a public image, so its pods stay on kwok's nodes and run no
+//! process: a stub stands in for the gateway's OpenAI-compatible API (what a real gateway
+//! would answer for a consumer group). The operator reaches it the way it does outside a
+//! cluster: the API server's real service proxy, through the gateway's real Service and
+//! EndpointSlice, to the gateway pod's IP. The stub listens inside the cluster's network
+//! namespace, with kwok's pod range on that namespace's loopback
+//! (`serve_fake_pod_addresses`) — never an address of the host. One stub serves every test
+//! of this binary: it answers per consumer group, and each test's groups are its own.
 
 mod e2e_support;
 
@@ -26,29 +27,6 @@ use kube::ResourceExt;
 use model_orchestra_api::kinds::Kind;
 use model_orchestra_api::ApiVersion;
 use serde_json::{json, Value};
-
-/// Runs the calling test again in a new network namespace and returns `true` in the outer
-/// process (which then has nothing more to do); returns `false` inside, where the test runs.
-fn outside_own_network_namespace(test: &str) -> bool {
-    if std::env::var_os("MO_E2E_NETNS").is_some() {
-        // The namespace's loopback, and every pod address on it: the API server's proxy can
-        // reach a pod, and nothing leaves the namespace.
-        for args in [&["link", "set", "lo", "up"][..], &["addr", "add", local_cluster::POD_CIDR, "dev", "lo"]] {
-            let status = std::process::Command::new("ip").args(args).status().expect("run ip (iproute2)");
-            assert!(status.success(), "ip {args:?} failed in the test's network namespace");
-        }
-        return false;
-    }
-    let status = std::process::Command::new("unshare")
-        .args(["--net", "--"])
-        .arg(std::env::current_exe().unwrap())
-        .args([test, "--exact", "--nocapture", "--test-threads=1"])
-        .env("MO_E2E_NETNS", "1")
-        .status()
-        .expect("run unshare (util-linux)");
-    assert!(status.success(), "{test} failed in its network namespace (output above)");
-    true
-}
 
 /// What the stub gateway answers for a consumer group.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -78,23 +56,39 @@ impl Gateway {
         self.log.lock().unwrap().iter().filter(|(_, g, _)| g == group).map(|(t, _, b)| (*t, b.clone())).collect()
     }
 
-    /// Serves every gateway pod's address (the pod range is on this namespace's loopback) at
-    /// the port the gateway Service's `http` port targets (`openai`, 3003).
-    async fn serve(&self) {
-        let listener = tokio::net::TcpListener::bind(SocketAddr::from(([0, 0, 0, 0], 3003))).await.unwrap();
-        let gateway = self.clone();
-        tokio::spawn(async move {
-            loop {
-                let Ok((stream, _)) = listener.accept().await else { return };
-                let gateway = gateway.clone();
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |req| gateway.clone().handle(req));
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                        .await;
+    /// The stub of this test binary: it serves every fake gateway pod's address (kwok's
+    /// pod range on the loopback of the cluster's namespace) at the port the gateway
+    /// Service's `http` port targets (`openai`, 3003), on a thread and runtime of its own.
+    fn shared() -> Gateway {
+        static SHARED: std::sync::OnceLock<Gateway> = std::sync::OnceLock::new();
+        SHARED
+            .get_or_init(|| {
+                let cluster = local_cluster::Cluster::shared();
+                cluster.serve_fake_pod_addresses().expect("kwok's pod range on the namespace's loopback");
+                let listener =
+                    cluster.isolation().bind(SocketAddr::from(([0, 0, 0, 0], 3003))).expect("the stub's listener");
+                listener.set_nonblocking(true).unwrap();
+                let gateway = Gateway::default();
+                let serving = gateway.clone();
+                std::thread::spawn(move || {
+                    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+                    runtime.block_on(async move {
+                        let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                        loop {
+                            let Ok((stream, _)) = listener.accept().await else { return };
+                            let gateway = serving.clone();
+                            tokio::spawn(async move {
+                                let service = hyper::service::service_fn(move |req| gateway.clone().handle(req));
+                                let _ = hyper::server::conn::http1::Builder::new()
+                                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                                    .await;
+                            });
+                        }
+                    });
                 });
-            }
-        });
+                gateway
+            })
+            .clone()
     }
 
     async fn handle(
@@ -163,12 +157,11 @@ async fn wait_phase(cluster: &Cluster, name: &str, revision_group: &str, phase: 
     .await
 }
 
-/// A cluster (in this namespace) with the v1alpha2 line, and the stub serving for every
+/// The test's namespace on the shared cluster, the v1alpha2 line, and the stub serving for every
 /// gateway pod.
 async fn setup(test: &str) -> (Cluster, Operator, Gateway) {
-    let gateway = Gateway::default();
-    gateway.serve().await;
     let cluster = Cluster::start(test).await;
+    let gateway = Gateway::shared();
     let v1 = OperatorOptions { routing: "v1", api_version: "v1alpha2", identity: "op-v1", ..Default::default() };
     let operator = Operator::start(&cluster, v1).await;
     (cluster, operator, gateway)
@@ -180,10 +173,6 @@ async fn deployment(cluster: &Cluster, name: &str) -> Option<DynamicObject> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_change_whose_candidate_says_yes_is_promoted_only_after_the_probe() {
-    let test = "a_change_whose_candidate_says_yes_is_promoted_only_after_the_probe";
-    if outside_own_network_namespace(test) {
-        return;
-    }
     let (cluster, _operator, gateway) = setup("promote").await;
     let first = promoted_cr(&cluster.namespace, "stack", "org/first", 5);
     apply(&cluster, &first).await;
@@ -230,10 +219,6 @@ async fn a_change_whose_candidate_says_yes_is_promoted_only_after_the_probe() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_candidate_that_says_no_changes_nothing_and_the_retry_annotation_reruns_it_once() {
-    let test = "a_candidate_that_says_no_changes_nothing_and_the_retry_annotation_reruns_it_once";
-    if outside_own_network_namespace(test) {
-        return;
-    }
     let (cluster, _operator, gateway) = setup("refuse").await;
     let first = promoted_cr(&cluster.namespace, "stack", "org/first", 5);
     apply(&cluster, &first).await;
@@ -294,10 +279,6 @@ async fn a_candidate_that_says_no_changes_nothing_and_the_retry_annotation_rerun
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gateway_that_errs_answers_garbage_or_hangs_fails_the_candidate_and_stalls_no_other_cr() {
-    let test = "a_gateway_that_errs_answers_garbage_or_hangs_fails_the_candidate_and_stalls_no_other_cr";
-    if outside_own_network_namespace(test) {
-        return;
-    }
     let (cluster, operator, gateway) = setup("faults").await;
     let cases = [
         ("errs", Answer::ServerError, "503"),

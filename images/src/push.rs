@@ -10,6 +10,8 @@ pub struct PushOptions {
     pub access: Access,
     /// Overwrite a tag that names different content.
     pub force: bool,
+    /// Print nothing (a CLI prints each blob and the manifest on stderr).
+    pub quiet: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -43,13 +45,17 @@ pub async fn push(image: &Image, reference: &str, opts: &PushOptions) -> Result<
         _ => {}
     }
     for blob in image.layers.iter().chain([&image.config]) {
-        eprintln!("  blob {} ({} bytes, {})", blob.digest, blob.data.len(), blob.media_type);
+        if !opts.quiet {
+            eprintln!("  blob {} ({} bytes, {})", blob.digest, blob.data.len(), blob.media_type);
+        }
         with_retries(|| conn.client.push_blob(&conn.reference, blob.data.clone(), &blob.digest))
             .await
             .map_err(|e| conn.error("pushing a blob", e))?;
     }
     let content_type: http::HeaderValue = super::MANIFEST_MEDIA_TYPE.parse().expect("valid header value");
-    eprintln!("  manifest {} -> {reference}", image.manifest.digest);
+    if !opts.quiet {
+        eprintln!("  manifest {} -> {reference}", image.manifest.digest);
+    }
     with_retries(|| conn.client.push_manifest_raw(&conn.reference, image.manifest.data.clone(), content_type.clone()))
         .await
         .map_err(|e| conn.error("pushing the manifest", e))?;

@@ -1,5 +1,6 @@
 //! OCI images without Docker: reproducible layers, image config and manifest built in
-//! memory, then written as an OCI layout ([`layout`]) or pushed with oci-client ([`push`]).
+//! memory, then written as an OCI layout ([`layout`]) or pushed with oci-client ([`push`]);
+//! and what each image of the project contains ([`operator_image`], [`pod_image`]).
 
 pub mod auth;
 pub mod layout;
@@ -179,27 +180,6 @@ pub fn build_on(base: Option<&registry::PulledImage>, config: &ImageConfig, laye
     Image { layers: layer_blobs, config: config_blob, manifest }
 }
 
-/// The bundle image: FROM scratch, one layer with `/manifests` and `/metadata`, the
-/// annotations as labels.
-pub fn bundle_image(bundle_dir: &std::path::Path) -> Result<Image, crate::error::ToolError> {
-    let tree = crate::bundle::generate::read_tree(bundle_dir)?;
-    let files: Vec<File> = tree
-        .iter()
-        .filter(|(p, _)| p.starts_with("manifests/") || p.starts_with("metadata/"))
-        .map(|(p, content)| File { path: p.clone(), mode: 0o644, data: content.as_bytes().to_vec() })
-        .collect();
-    let labels = crate::bundle::annotations::parse(
-        tree.get("metadata/annotations.yaml").map(String::as_str).unwrap_or_default(),
-    )
-    .map_err(|e| crate::error::ToolError::Field {
-        file: bundle_dir.join("metadata/annotations.yaml"),
-        field: "annotations".into(),
-        message: e.to_string(),
-        fix: "run `bundle-tool bundle validate`".into(),
-    })?;
-    Ok(build(&ImageConfig { labels, ..Default::default() }, &[files]))
-}
-
 /// The operator image: the (static) binary as entrypoint, run as a non-root user, with a
 /// CA bundle (a static binary still reads one to trust the API server and registries).
 pub fn operator_image(binary: &[u8], ca_bundle: Option<&[u8]>, base: Option<&registry::PulledImage>) -> Image {
@@ -218,4 +198,21 @@ pub fn operator_image(binary: &[u8], ca_bundle: Option<&[u8]>, base: Option<&reg
         files.push(File { path: "etc/ssl/certs/ca-certificates.crt".into(), mode: 0o644, data: ca.to_vec() });
     }
     build_on(base, &config, &[files])
+}
+
+/// An image of `mo-pod` (the static binary of the `pod/` crate): `/mo-pod` as the
+/// entrypoint, `cmd` its default arguments (`["pause"]`: the pause image a real node's pod
+/// sandboxes run), run as `user`.
+pub fn pod_image(binary: &[u8], cmd: &[&str], user: &str) -> Image {
+    let config = ImageConfig {
+        labels: BTreeMap::from([
+            ("org.opencontainers.image.title".to_string(), "mo-pod".to_string()),
+            ("org.opencontainers.image.version".to_string(), env!("CARGO_PKG_VERSION").to_string()),
+        ]),
+        entrypoint: Some(vec!["/mo-pod".into()]),
+        cmd: Some(cmd.iter().map(|s| s.to_string()).collect()),
+        user: Some(user.into()),
+        ..Default::default()
+    };
+    build(&config, &[vec![File { path: "mo-pod".into(), mode: 0o755, data: binary.to_vec() }]])
 }

@@ -1,0 +1,232 @@
+//! The operator as users deploy it: `make install` and `make deploy` (the manifests
+//! `model-orchestra-operator manifests` prints, applied server-side) with the operator's
+//! own image, built by the project's image code from the static binary and pulled by the
+//! real node from the cluster's registry. Its pod runs under its ServiceAccount, restricted
+//! Pod Security, its probes and its metrics; the seed sample becomes Ready through it; with
+//! two replicas, deleting the leader's pod hands the Lease to the other, which reconciles.
+//!
+//! Each test has a cluster of its own (as `make cluster`), with the operator's namespace
+//! pinned to the real node: an operator watching every namespace would take the shared
+//! cluster's CRs from the other tests.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams};
+use kube::ResourceExt;
+use local_cluster::{Cluster, Options};
+
+const NAMESPACE: &str = "model-orchestra-system";
+const DEPLOYMENT: &str = "model-orchestra-operator-v0";
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// `kubectl ARGS` as the admin, `input` on stdin; stdout, or a panic quoting stderr.
+fn kubectl(cluster: &Cluster, args: &[&str], input: &str) -> String {
+    use std::io::Write;
+    let mut child = cluster
+        .kubectl()
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The operator's image (`make static`'s binary, `bundle-tool image build`'s recipe) in the
+/// cluster's registry.
+async fn push_operator_image(cluster: &Cluster) -> String {
+    let binary = local_cluster::tools::static_program("model-orchestra-operator").unwrap_or_else(|e| panic!("{e}"));
+    let image = mo_images::operator_image(&std::fs::read(&binary).unwrap(), None, None);
+    let reference = format!("{}/model-orchestra-operator:e2e", cluster.registry.as_deref().unwrap());
+    let options = mo_images::push::PushOptions {
+        access: mo_images::registry::Access { insecure: true, ..Default::default() },
+        force: true,
+        quiet: true,
+    };
+    mo_images::push::push(&image, &reference, &options).await.unwrap_or_else(|e| panic!("push {reference}: {e}"));
+    reference
+}
+
+/// `make cluster`, `make install`, then `make deploy IMG=<the image in the cluster's
+/// registry>` with `replicas`; returns the cluster once the Deployment is available, and
+/// how long that took from the apply.
+async fn deployed(replicas: u32) -> (Cluster, Duration) {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let cluster = Cluster::start(Options::default()).await.unwrap_or_else(|e| panic!("{e}"));
+    let image = push_operator_image(&cluster).await;
+    // What `make cluster` does for the operator's namespace: its pods run on the real node.
+    cluster.run_pods_for_real(NAMESPACE).await.unwrap();
+    let crd = root().join("config/crd/models.titanml.co_modelorchestras.yaml");
+    kubectl(&cluster, &["apply", "--server-side", "-f", crd.to_str().unwrap()], "");
+    let out = Command::new(env!("CARGO_BIN_EXE_model-orchestra-operator"))
+        .args(["manifests", "--image", &image, "--claim-unlabeled"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let started = Instant::now();
+    kubectl(&cluster, &["apply", "--server-side", "-f", "-"], &String::from_utf8(out.stdout).unwrap());
+    if replicas != 1 {
+        kubectl(
+            &cluster,
+            &["-n", NAMESPACE, "scale", &format!("deployment/{DEPLOYMENT}"), &format!("--replicas={replicas}")],
+            "",
+        );
+    }
+    kubectl(
+        &cluster,
+        &["-n", NAMESPACE, "rollout", "status", &format!("deployment/{DEPLOYMENT}"), "--timeout=180s"],
+        "",
+    );
+    (cluster, started.elapsed())
+}
+
+async fn operator_pods(cluster: &Cluster) -> Vec<Pod> {
+    let pods: Api<Pod> = Api::namespaced(cluster.client().await.unwrap(), NAMESPACE);
+    let list = pods.list(&ListParams::default().labels(&format!("app.kubernetes.io/instance={DEPLOYMENT}"))).await;
+    list.unwrap().items.into_iter().filter(|p| p.metadata.deletion_timestamp.is_none()).collect()
+}
+
+fn ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// Waits until the CR `namespace/name` is Ready for its generation; how long it took.
+async fn wait_ready(cluster: &Cluster, namespace: &str, name: &str) -> Duration {
+    let started = Instant::now();
+    loop {
+        let out =
+            cluster.kubectl().args(["-n", namespace, "get", "modelorchestra", name, "-o", "json"]).output().unwrap();
+        if let Ok(cr) = serde_json::from_slice::<serde_json::Value>(&out.stdout) {
+            let current = cr["status"]["observedGeneration"] == cr["metadata"]["generation"];
+            let ready = cr["status"]["conditions"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"));
+            if current && ready {
+                return started.elapsed();
+            }
+        }
+        assert!(started.elapsed() < Duration::from_secs(120), "{namespace}/{name} did not become Ready");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn make_deploy_runs_the_operator_image_in_its_pod_and_the_seed_sample_becomes_ready_through_it() {
+    let (cluster, deploy_to_ready) = deployed(1).await;
+    let pods = operator_pods(&cluster).await;
+    assert_eq!(pods.len(), 1);
+    let pod = &pods[0];
+    assert!(ready(pod), "the readiness probe (/readyz) passes");
+    let spec = pod.spec.as_ref().unwrap();
+    assert_eq!(spec.node_name.as_deref(), Some(local_cluster::REAL_NODE_NAME), "it runs on the real node");
+    assert_eq!(spec.service_account_name.as_deref(), Some(DEPLOYMENT));
+    let status = pod.status.as_ref().unwrap();
+    let container = &status.container_statuses.as_ref().unwrap()[0];
+    assert!(container.image_id.contains("sha256:"), "pulled by digest from the registry: {}", container.image_id);
+
+    // The seed sample, applied unchanged by a user.
+    let sample = std::fs::read_to_string(root().join("config/samples/modelorchestra.yaml")).unwrap();
+    kubectl(&cluster, &["create", "namespace", "seed"], "");
+    let mark = cluster.audit().mark();
+    kubectl(&cluster, &["-n", "seed", "apply", "-f", "-"], &sample);
+    let apply_to_ready = wait_ready(&cluster, "seed", "my-model-orchestra").await;
+    let user = format!("system:serviceaccount:{NAMESPACE}:{DEPLOYMENT}");
+    let writers: std::collections::BTreeSet<String> = cluster
+        .audit()
+        .since(mark)
+        .into_iter()
+        .filter(|e| e.is_write() && e.namespace() == "seed" && e.user.username.starts_with("system:serviceaccount:"))
+        .map(|e| e.user.username)
+        .collect();
+    assert!(writers.contains(&user), "the operator's pod wrote the sample's children: {writers:?}");
+
+    // Its metrics, scraped through the API server's pod proxy as Prometheus would reach the pod.
+    let client = cluster.client().await.unwrap();
+    let request =
+        http::Request::get(format!("/api/v1/namespaces/{NAMESPACE}/pods/{}:8080/proxy/metrics", pod.name_any()))
+            .body(vec![])
+            .unwrap();
+    let metrics = client.request_text(request).await.unwrap();
+    assert!(metrics.contains("model_orchestra_"), "{metrics}");
+    eprintln!(
+        "make deploy → operator Ready: {:.1} s; kubectl apply of the seed sample → Ready: {:.1} s",
+        deploy_to_ready.as_secs_f64(),
+        apply_to_ready.as_secs_f64()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_the_leaders_pod_hands_the_lease_to_the_other_replica_which_reconciles() {
+    let (cluster, _) = deployed(2).await;
+    let client = cluster.client().await.unwrap();
+    let leases: Api<Lease> = Api::namespaced(client.clone(), NAMESPACE);
+    let pods = operator_pods(&cluster).await;
+    assert_eq!(pods.len(), 2);
+    let names: Vec<String> = pods.iter().map(|p| p.name_any()).collect();
+    let holder = || async {
+        leases.list(&ListParams::default()).await.ok()?.items.into_iter().find_map(|l| {
+            let holder = l.spec?.holder_identity?;
+            names.contains(&holder).then_some(holder)
+        })
+    };
+    let leader = loop {
+        if let Some(h) = holder().await {
+            break h;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let sample = std::fs::read_to_string(root().join("config/samples/modelorchestra.yaml")).unwrap();
+    kubectl(&cluster, &["create", "namespace", "failover"], "");
+    kubectl(&cluster, &["-n", "failover", "apply", "-f", "-"], &sample);
+    wait_ready(&cluster, "failover", "my-model-orchestra").await;
+
+    let deleted = Instant::now();
+    kubectl(&cluster, &["-n", NAMESPACE, "delete", "pod", &leader, "--wait=false"], "");
+    let new_leader = loop {
+        if let Some(h) = holder().await.filter(|h| *h != leader) {
+            break h;
+        }
+        assert!(deleted.elapsed() < Duration::from_secs(60), "no other replica took the Lease");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let lease_taken = deleted.elapsed();
+    // A change made now is the new leader's to reconcile.
+    kubectl(
+        &cluster,
+        &[
+            "-n",
+            "failover",
+            "patch",
+            "modelorchestra",
+            "my-model-orchestra",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"applications":{"hello-world":{"podLabels":{"after":"failover"}}}}}"#,
+        ],
+        "",
+    );
+    wait_ready(&cluster, "failover", "my-model-orchestra").await;
+    let reconciled = deleted.elapsed();
+    let lease_seconds = 15.0;
+    assert!(names.contains(&new_leader));
+    eprintln!(
+        "leader {leader} deleted → {new_leader} holds the Lease after {:.1} s, the change made then is Ready after {:.1} s (lease duration {lease_seconds} s)",
+        lease_taken.as_secs_f64(),
+        reconciled.as_secs_f64()
+    );
+}

@@ -55,7 +55,8 @@ pub fn cluster_role(name: &str) -> ClusterRole {
         &["list", "watch"],
     ));
     rules.push(rule("events.k8s.io", &["events"], &["create", "patch"]));
-    rules.push(rule("coordination.k8s.io", &["leases"], &["get", "create", "update", "patch"]));
+    // A standby watches its line's Lease, to take it as soon as the leader releases it.
+    rules.push(rule("coordination.k8s.io", &["leases"], &["get", "watch", "create", "update", "patch"]));
     ClusterRole {
         metadata: ObjectMeta { name: Some(name.to_string()), ..Default::default() },
         rules: Some(rules),

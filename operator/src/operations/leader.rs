@@ -1,14 +1,16 @@
 //! Leader election on a `coordination.k8s.io/v1` Lease, one per routing value, so two
 //! instances of the same operator version never both write. Optimistic concurrency on the
 //! Lease's resourceVersion decides races; a holder that stops renewing loses the Lease
-//! after `leaseDurationSeconds`.
+//! after `leaseDurationSeconds`; a holder that stops releases it, and a standby, which
+//! watches the Lease between attempts, takes it at once.
 
 use std::time::Duration;
 
+use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use kube::api::PostParams;
+use kube::api::{PostParams, WatchEvent, WatchParams};
 use kube::{Api, Client};
 
 /// The annotation on a Lease naming the API version its line serves, so an instance started
@@ -30,7 +32,7 @@ pub enum Attempt {
     /// This instance holds it.
     Holding,
     /// Another instance of the same line holds it; this one stands by.
-    Standby { holder: String },
+    Standby { holder: String, resource_version: Option<String> },
 }
 
 /// Why this instance can never lead.
@@ -89,11 +91,14 @@ impl LeaseLock {
             };
             return match self.api.create(&PostParams::default(), &lease).await {
                 Ok(_) => Ok(Attempt::Holding),
-                Err(kube::Error::Api(s)) if s.code == 409 => Ok(Attempt::Standby { holder: String::new() }),
+                Err(kube::Error::Api(s)) if s.code == 409 => {
+                    Ok(Attempt::Standby { holder: String::new(), resource_version: None })
+                }
                 Err(e) => Err(e.into()),
             };
         };
         let theirs = lease.metadata.annotations.as_ref().and_then(|a| a.get(SERVES_ANNOTATION)).cloned();
+        let resource_version = lease.metadata.resource_version.clone();
         lease.metadata.annotations.get_or_insert_with(Default::default).extend(self.annotations().unwrap_or_default());
         let spec = lease.spec.get_or_insert_with(Default::default);
         let holder = spec.holder_identity.clone().unwrap_or_default();
@@ -104,7 +109,7 @@ impl LeaseLock {
                     let ours = self.serves.clone();
                     return Err(LeaseError::OtherVersion { lease: self.name.clone(), holder, serves, ours });
                 }
-                return Ok(Attempt::Standby { holder });
+                return Ok(Attempt::Standby { holder, resource_version });
             }
             spec.holder_identity = Some(self.identity.clone());
             spec.acquire_time = Some(MicroTime(now));
@@ -115,7 +120,7 @@ impl LeaseLock {
         // The resourceVersion in `lease` makes this a compare-and-swap.
         match self.api.replace(&self.name, &PostParams::default(), &lease).await {
             Ok(_) => Ok(Attempt::Holding),
-            Err(kube::Error::Api(s)) if s.code == 409 => Ok(Attempt::Standby { holder }),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(Attempt::Standby { holder, resource_version: None }),
             Err(e) => Err(e.into()),
         }
     }
@@ -145,11 +150,13 @@ impl LeaseLock {
         loop {
             match self.try_acquire_or_renew().await {
                 Ok(Attempt::Holding) => return Ok(()),
-                Ok(Attempt::Standby { holder }) => {
+                Ok(Attempt::Standby { holder, resource_version }) => {
                     if said.as_ref() != Some(&holder) {
                         tracing::info!(lease = %self.name, %holder, "another instance of this line leads; standing by");
                         said = Some(holder);
                     }
+                    self.wait_for_change(resource_version.as_deref(), retry).await;
+                    continue;
                 }
                 Err(e @ LeaseError::OtherVersion { .. }) => return Err(e),
                 Err(e) => {
@@ -158,6 +165,26 @@ impl LeaseLock {
             }
             tokio::time::sleep(retry).await;
         }
+    }
+
+    /// Up to `retry`, or until the Lease changes after `resource_version` (its holder
+    /// released or renewed it): a released Lease is taken at once, not at the next retry.
+    /// Without a version, or when the watch cannot be made, it waits `retry`.
+    async fn wait_for_change(&self, resource_version: Option<&str>, retry: Duration) {
+        let started = tokio::time::Instant::now();
+        if let Some(version) = resource_version {
+            let params = WatchParams::default()
+                .fields(&format!("metadata.name={}", self.name))
+                .timeout(retry.as_secs().max(1) as u32);
+            if let Ok(stream) = self.api.watch(&params, version).await {
+                let mut stream = stream.boxed();
+                let changed = tokio::time::timeout(retry, stream.next()).await;
+                if let Ok(Some(Ok(WatchEvent::Added(_) | WatchEvent::Modified(_) | WatchEvent::Deleted(_)))) = changed {
+                    return;
+                }
+            }
+        }
+        tokio::time::sleep(retry.saturating_sub(started.elapsed())).await;
     }
 
     /// Renews every `renew` until a renewal fails for longer than the lease lasts; then

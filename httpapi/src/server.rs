@@ -318,9 +318,12 @@ pub async fn serve(options: ServeOptions, config: kube::Config, validator: Valid
         })?
         .ok();
     if keys.is_empty() {
-        anyhow::bail!(
-            "no API key in namespace {ns}: create one first with `model-orchestra-operator api-key create --name NAME --namespace TEAM_NAMESPACE --api-namespace {ns}`",
-            ns = options.keys_namespace
+        // Serving anyway: in a pod, exiting would crash-loop, and the backoff would keep the
+        // server down for minutes after the first key is made. Keys are followed by a watch.
+        tracing::warn!(
+            namespace = %options.keys_namespace,
+            "no API key yet: every request is refused (401) until one is made with `model-orchestra-operator api-key create --name NAME --namespace TEAM_NAMESPACE --api-namespace {}`",
+            options.keys_namespace
         );
     }
     let state = Arc::new(AppState::new(keys.clone(), config, validator, &options));

@@ -62,6 +62,10 @@ async fn push_operator_image(cluster: &Cluster) -> String {
 /// registry>` with `replicas`; returns the cluster once the Deployment is available, and
 /// how long that took from the apply.
 async fn deployed(replicas: u32) -> (Cluster, Duration) {
+    deployed_with(replicas, false).await
+}
+
+async fn deployed_with(replicas: u32, http_api: bool) -> (Cluster, Duration) {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let cluster = Cluster::start(Options::default()).await.unwrap_or_else(|e| panic!("{e}"));
     let image = push_operator_image(&cluster).await;
@@ -69,10 +73,12 @@ async fn deployed(replicas: u32) -> (Cluster, Duration) {
     cluster.run_pods_for_real(NAMESPACE).await.unwrap();
     let crd = root().join("config/crd/models.titanml.co_modelorchestras.yaml");
     kubectl(&cluster, &["apply", "--server-side", "-f", crd.to_str().unwrap()], "");
-    let out = Command::new(env!("CARGO_BIN_EXE_model-orchestra-operator"))
-        .args(["manifests", "--image", &image, "--claim-unlabeled"])
-        .output()
-        .unwrap();
+    let mut manifests = Command::new(env!("CARGO_BIN_EXE_model-orchestra-operator"));
+    manifests.args(["manifests", "--image", &image, "--claim-unlabeled"]);
+    if http_api {
+        manifests.arg("--http-api");
+    }
+    let out = manifests.output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let started = Instant::now();
     kubectl(&cluster, &["apply", "--server-side", "-f", "-"], &String::from_utf8(out.stdout).unwrap());
@@ -238,4 +244,78 @@ async fn deleting_the_leaders_pod_hands_the_lease_to_the_other_replica_which_rec
         lease_taken.as_secs_f64(),
         reconciled.as_secs_f64()
     );
+}
+
+/// A serving certificate for the HTTP API's Service, from a CA of the test's own, as the
+/// `kubernetes.io/tls` Secret its Deployment mounts (README: "HTTP API").
+fn create_tls_secret(cluster: &Cluster) {
+    let dir = cluster.dir().join("http-api-pki");
+    let pki = local_cluster::pki::Pki::create(&dir).unwrap();
+    let service = format!("model-orchestra-api.{NAMESPACE}.svc");
+    pki.serving_for("tls", &["model-orchestra-api", &service], &[]).unwrap();
+    let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+    kubectl(
+        cluster,
+        &[
+            "-n",
+            NAMESPACE,
+            "create",
+            "secret",
+            "tls",
+            "model-orchestra-api-tls",
+            &format!("--cert={}", cert.display()),
+            &format!("--key={}", key.display()),
+        ],
+        "",
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn make_deploy_with_the_http_api_serves_it_from_its_own_pod_through_its_service() {
+    let (cluster, _) = deployed_with(1, true).await;
+    create_tls_secret(&cluster);
+    kubectl(&cluster, &["-n", NAMESPACE, "rollout", "status", "deployment/model-orchestra-api", "--timeout=180s"], "");
+    let pods: Api<Pod> = Api::namespaced(cluster.client().await.unwrap(), NAMESPACE);
+    let api_pods =
+        pods.list(&ListParams::default().labels("app.kubernetes.io/name=model-orchestra-api")).await.unwrap();
+    let pod = &api_pods.items[0];
+    assert!(ready(pod), "its readiness probe (HTTPS /healthz) passes");
+    assert_eq!(pod.spec.as_ref().unwrap().node_name.as_deref(), Some(local_cluster::REAL_NODE_NAME));
+
+    // A team's key, as the cluster admin makes it; a CR in the team's namespace.
+    kubectl(&cluster, &["create", "namespace", "team-a"], "");
+    let sample = std::fs::read_to_string(root().join("config/samples/modelorchestra.yaml")).unwrap();
+    kubectl(&cluster, &["-n", "team-a", "apply", "-f", "-"], &sample);
+    let out = Command::new(env!("CARGO_BIN_EXE_model-orchestra-operator"))
+        .args(["api-key", "create", "--name", "team-a", "--namespace", "team-a"])
+        .env("KUBECONFIG", &cluster.kubeconfig)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let key = String::from_utf8(out.stdout).unwrap().trim().to_string();
+
+    // Through its Service, by the API server's service proxy (which strips Authorization:
+    // the key goes as X-API-Key). The server's key cache refreshes from a watch: retry briefly.
+    let client = cluster.client().await.unwrap();
+    let path = format!("/api/v1/namespaces/{NAMESPACE}/services/https:model-orchestra-api:https/proxy/api/v1/namespaces/team-a/modelorchestras");
+    let started = Instant::now();
+    let list = loop {
+        let request = http::Request::get(&path).header("X-API-Key", &key).body(vec![]).unwrap();
+        match client.request_text(request).await {
+            Ok(body) => break body,
+            Err(e) if started.elapsed() < Duration::from_secs(30) => {
+                eprintln!("the HTTP API through its Service: {e} (retrying)");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(e) => panic!("the HTTP API through its Service: {e}"),
+        }
+    };
+    let list: serde_json::Value = serde_json::from_str(&list).unwrap();
+    let names: Vec<&str> =
+        list["items"].as_array().unwrap().iter().filter_map(|i| i["metadata"]["name"].as_str()).collect();
+    assert_eq!(names, ["my-model-orchestra"], "{list}");
+    let request =
+        http::Request::get(&path.replace("team-a", "kube-system")).header("X-API-Key", &key).body(vec![]).unwrap();
+    let refused = client.request_text(request).await.unwrap_err().to_string();
+    assert!(refused.contains("403") || refused.contains("Forbidden"), "another namespace is refused: {refused}");
 }

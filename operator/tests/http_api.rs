@@ -316,7 +316,7 @@ async fn the_openapi_document_is_served_as_checked_in() {
 }
 
 #[tokio::test]
-async fn the_server_refuses_to_start_without_tls_or_without_a_key() {
+async fn the_server_refuses_to_start_without_tls_or_on_a_public_address_in_plain_http() {
     let out = std::process::Command::new(OPERATOR).args(["serve-api", "--listen", "127.0.0.1:0"]).output().unwrap();
     assert!(!out.status.success());
     assert!(
@@ -329,17 +329,42 @@ async fn the_server_refuses_to_start_without_tls_or_without_a_key() {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("only on a loopback address"));
-    // A namespace without keys.
+}
+
+#[tokio::test]
+async fn a_server_without_any_key_yet_serves_refusing_every_request_and_says_how_to_make_one() {
+    use std::io::BufRead;
     let cluster = Cluster::start("api_no_keys").await;
-    let out = std::process::Command::new(OPERATOR)
-        .args(["serve-api", "--listen", "127.0.0.1:0", "--insecure-listen", "--keys-namespace", &cluster.namespace])
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut server = std::process::Command::new(OPERATOR)
+        .args([
+            "serve-api",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--insecure-listen",
+            "--keys-namespace",
+            &cluster.namespace,
+        ])
         .env("KUBECONFIG", &cluster.kubeconfig)
-        .output()
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("no API key in namespace"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    // Read until it listens; kept open until it is killed (it logs each request).
+    let mut lines = std::io::BufReader::new(server.stderr.take().unwrap()).lines();
+    let mut said = String::new();
+    for line in lines.by_ref().map_while(Result::ok) {
+        said.push_str(&line);
+        said.push('\n');
+        if line.contains("listening") {
+            break;
+        }
+    }
+    assert!(said.contains("no API key yet") && said.contains("api-key create"), "{said}");
+    let (code, _) =
+        http_get(&format!("127.0.0.1:{port}"), &format!("/api/v1/namespaces/{}/modelorchestras", cluster.namespace))
+            .await;
+    let _ = server.kill();
+    let _ = server.wait();
+    drop(lines);
+    assert_eq!(code, 401, "no key is valid while none exists");
 }

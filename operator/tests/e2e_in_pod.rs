@@ -315,7 +315,7 @@ async fn make_deploy_with_the_http_api_serves_it_from_its_own_pod_through_its_se
         list["items"].as_array().unwrap().iter().filter_map(|i| i["metadata"]["name"].as_str()).collect();
     assert_eq!(names, ["my-model-orchestra"], "{list}");
     let request =
-        http::Request::get(&path.replace("team-a", "kube-system")).header("X-API-Key", &key).body(vec![]).unwrap();
+        http::Request::get(path.replace("team-a", "kube-system")).header("X-API-Key", &key).body(vec![]).unwrap();
     let refused = client.request_text(request).await.unwrap_err().to_string();
     assert!(refused.contains("403") || refused.contains("Forbidden"), "another namespace is refused: {refused}");
 }

@@ -61,7 +61,7 @@ test: lint
 ## upgrade to 0.1.1, a release that would drop v1alpha1 refused (README: "The OLM drill");
 ## bundle-tool/tests/olm_drill, ignored by cargo test: first the programs it runs
 olm-drill: build static
-	scripts/build-go-tools.sh k8s kwok crds olm
+	scripts/build-go-tools.sh k8s kwok crds coredns olm
 	scripts/released-operator.sh 0.1.0 >/dev/null
 	$(CARGO) test --workspace --test olm_drill -- --ignored --nocapture
 

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The operator binary of a released version, rebuilt from the commit bundles/releases.yaml
-# records for it: a detached git worktree of that commit (under target/releases/src) built
-# with this checkout's target dir, so the dependencies it shares with HEAD are not built
-# twice. The binary is kept as target/releases/<version>/model-orchestra-operator with the
-# commit it came from; a second run is a no-op. Prints the binary's path.
+# records for it, static (as `make static` builds HEAD's, for a FROM-scratch image: the OLM
+# drill runs it as the pod of the released bundle): a detached git worktree of that commit
+# (under target/releases/src) built with this checkout's target dir, so the dependencies it
+# shares with HEAD's static build are not built twice. The binary is kept as
+# target/releases/<version>/model-orchestra-operator with the commit it came from; a second
+# run is a no-op. Prints the binary's path.
 #
 #   scripts/released-operator.sh 0.1.0
 set -euo pipefail
@@ -22,16 +24,17 @@ git -C "$root" worktree remove --force "$src" 2>/dev/null || rm -rf "$src"
 git -C "$root" worktree prune
 git -C "$root" worktree add --quiet --detach "$src" "$commit"
 target=${CARGO_TARGET_DIR:-$root/target}
-# The dev profile as HEAD's (the release commit's had full debug info), so the dependencies
-# both lock files pin are reused rather than rebuilt. The binary lands on HEAD's
-# target/debug/model-orchestra-operator: copy it out, then put HEAD's back.
+# The release profile and static target as HEAD's `make static`, so the dependencies both
+# lock files pin are reused rather than rebuilt. The binary lands on HEAD's static one:
+# copy it out, then put HEAD's back.
 start=$SECONDS
-(cd "$src" && CARGO_INCREMENTAL=0 CARGO_TARGET_DIR=$target cargo build --quiet --locked -p model-orchestra-operator --bin model-orchestra-operator \
-  --config 'profile.dev.debug="line-tables-only"' --config 'profile.dev.package."*".debug=false')
+static_target=x86_64-unknown-linux-gnu
+(cd "$src" && CARGO_INCREMENTAL=0 CARGO_TARGET_DIR=$target RUSTFLAGS='-C target-feature=+crt-static' \
+  cargo build --quiet --locked --release --target $static_target -p model-orchestra-operator --bin model-orchestra-operator)
 mkdir -p "$out"
-cp "$target/debug/model-orchestra-operator" "$out/model-orchestra-operator"
+cp "$target/$static_target/release/model-orchestra-operator" "$out/model-orchestra-operator"
 echo "$commit" >"$out/commit"
 git -C "$root" worktree remove --force "$src"
-(cd "$root" && cargo build --quiet --workspace)
+(cd "$root" && RUSTFLAGS='-C target-feature=+crt-static' cargo build --quiet --release --target $static_target -p model-orchestra-operator -p mo-pod)
 echo "released-operator: $version built from $commit in $((SECONDS - start)) s" >&2
 echo "$out/model-orchestra-operator"

@@ -1,35 +1,34 @@
 //! The drill's parts: the programs it runs, a scratch directory with a log per program, the
-//! loopback registry, the maintainer's bundle-tool commands, the cluster (local-cluster) with
-//! OLM v1, the operator lines it runs, and the questions it asks of them.
+//! maintainer's bundle-tool commands against the cluster's registry, the cluster
+//! (local-cluster, with a real node whose containerd pulls from that registry) with OLM v1,
+//! and the questions it asks of them.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::ffi::OsStr;
 use std::future::Future;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::discovery::Scope;
 use kube::Client;
-use local_cluster::process::Supervised;
 use local_cluster::Cluster;
 use serde_json::Value;
 
 use crate::olm::Olm;
-use crate::support::{Registry, Temp};
+use crate::support::Temp;
 
 /// The programs the drill runs, each checked to exist (`make olm-drill` builds them).
 pub struct Programs {
     pub bundle_tool: PathBuf,
-    /// This tree's operator: the 1.0.0 and 0.1.1 lines.
-    pub operator: PathBuf,
-    /// This tree's operator as a static binary, for the operator image.
+    /// This tree's operator as a static binary, for the operator image of the 1.0.0 and
+    /// 0.1.1 lines.
     pub static_operator: PathBuf,
-    /// 0.1.0's operator, rebuilt from the commit `bundles/releases.yaml` records for it.
+    /// 0.1.0's operator, rebuilt (static) from the commit `bundles/releases.yaml` records
+    /// for it, for the image its released bundle names.
     pub released_0_1_0: PathBuf,
 }
 
@@ -43,7 +42,6 @@ impl Programs {
             assert!(path.is_file(), "{} is not built: {how} (`make olm-drill` does)", path.display());
             path
         };
-        let operator = present(profile.join("model-orchestra-operator"), "cargo build -p model-orchestra-operator");
         let static_operator =
             present(target.join("x86_64-unknown-linux-gnu/release/model-orchestra-operator"), "make static");
         // scripts/released-operator.sh keeps it under the checkout's target/, with its commit.
@@ -58,7 +56,7 @@ impl Programs {
              run scripts/released-operator.sh 0.1.0",
             released_0_1_0.display()
         );
-        Programs { bundle_tool, operator, static_operator, released_0_1_0 }
+        Programs { bundle_tool, static_operator, released_0_1_0 }
     }
 }
 
@@ -114,12 +112,13 @@ pub fn arg(path: &Path) -> &str {
     path.to_str().unwrap_or_else(|| panic!("{} is not UTF-8", path.display()))
 }
 
-/// The maintainer: bundle-tool against the loopback registry, in a scratch copy of bundles/.
-/// Cloned into blocking tasks (the commands run while the cluster starts).
+/// The maintainer: bundle-tool against the cluster's registry, in a scratch copy of bundles/.
+/// Cloned into blocking tasks (the commands run while OLM starts).
 #[derive(Clone)]
 pub struct Maintainer {
     pub tool: PathBuf,
     static_operator: PathBuf,
+    released_0_1_0: PathBuf,
     /// `127.0.0.1:<port>/model-orchestra-operator`: the images are `<base>`, `<base>-bundle`
     /// and `<base>-catalog`.
     pub base: String,
@@ -179,6 +178,23 @@ impl Maintainer {
                 .unwrap_or_else(|e| panic!("the maintainer's {what} of {version}: {e}"));
         }
         self.push_bundle(version, &bundle);
+    }
+
+    /// The operator image 0.1.0's released bundle names (`ghcr.io/titanml/…:v0.1.0`), built
+    /// from 0.1.0's binary and pushed where a cluster that mirrors ghcr.io pulls it from:
+    /// the same path in the cluster's registry. Returns the image the CSV names.
+    pub fn push_released_operator_image(&self, version: &str) -> String {
+        let csv = self.bundles().join(version).join("manifests/model-orchestra-operator.clusterserviceversion.yaml");
+        let text = std::fs::read_to_string(&csv).unwrap_or_else(|e| panic!("{}: {e}", csv.display()));
+        let csv: Value = serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", csv.display()));
+        let named =
+            csv["metadata"]["annotations"]["containerImage"].as_str().expect("the CSV names its image").to_string();
+        let (_, path) = named.split_once('/').expect("a registry and a path");
+        let mirrored = format!("{}/{path}", self.registry);
+        let binary = arg(&self.released_0_1_0).to_string();
+        self.bundle_tool(&format!("release-{version}"), &["image", "build", "--binary", &binary, "--push", &mirrored])
+            .unwrap_or_else(|e| panic!("the operator image of {version} as released: {e}"));
+        named
     }
 
     /// `bundle build DIR --push <base>-bundle:v<VERSION>`.
@@ -242,26 +258,24 @@ pub fn line_user(line: &str) -> String {
     format!("system:serviceaccount:model-orchestra-{line}:model-orchestra-operator-{line}")
 }
 
-/// The whole drill: stops, in order, the operator lines, OLM, the cluster and the registry,
-/// then removes the scratch directory. On a failure, prints the end of every log first.
+/// The whole drill: stops, in order, OLM and the cluster (its registry, its real node and the
+/// operator pods OLM made), then removes the scratch directory. On a failure, prints the end
+/// of every log first.
 pub struct Drill {
-    pub programs: Programs,
     pub maintainer: Maintainer,
     started: Instant,
-    /// The running operator lines, by line (`v0`, `v1`).
-    lines: Mutex<BTreeMap<String, Supervised>>,
     olm: Option<Olm>,
     cluster: Option<Cluster>,
     client: Option<Client>,
-    _registry: Registry,
     work: Temp,
 }
 
 impl Drill {
-    /// The programs, a scratch directory and the registry; the cluster comes with
-    /// [`Drill::start_cluster_and_olm`].
-    pub fn prepare() -> Drill {
+    /// The programs, a scratch directory and the cluster (whose registry the maintainer
+    /// pushes to); OLM comes with [`Drill::start_olm`].
+    pub async fn start() -> Drill {
         let _ = rustls::crypto::ring::default_provider().install_default();
+        let started = Instant::now();
         let programs = Programs::locate();
         let work = Temp::new("olm-drill");
         let logs = work.0.join("logs");
@@ -269,37 +283,34 @@ impl Drill {
         let bundles = work.0.join("bundles");
         let copied = Command::new("cp").arg("-r").arg(root().join("bundles")).arg(&bundles).status();
         assert!(copied.is_ok_and(|s| s.success()), "copy bundles/ to {}", bundles.display());
-        let registry = Registry::start("olm-drill");
+        let cluster = Cluster::start(local_cluster::Options::default()).await.expect("the local cluster starts");
+        let client = cluster.client().await.expect("an admin client");
+        let registry = cluster.registry.clone().expect("the cluster's registry (it has a real node)");
         let maintainer = Maintainer {
             tool: programs.bundle_tool.clone(),
             static_operator: programs.static_operator.clone(),
-            base: format!("{}/model-orchestra-operator", registry.addr),
-            registry: registry.addr.clone(),
+            released_0_1_0: programs.released_0_1_0.clone(),
+            base: format!("{registry}/model-orchestra-operator"),
+            registry,
             work: work.0.clone(),
             logs,
         };
-        Drill {
-            programs,
-            maintainer,
-            started: Instant::now(),
-            lines: Mutex::new(BTreeMap::new()),
-            olm: None,
-            cluster: None,
-            client: None,
-            _registry: registry,
-            work,
-        }
+        let drill = Drill { maintainer, started, olm: None, cluster: Some(cluster), client: Some(client), work };
+        drill.step(&format!(
+            "cluster up with a real node; registry {}; audit log {}",
+            drill.maintainer.registry,
+            drill.cluster().audit_log.display()
+        ));
+        drill
     }
 
-    /// The local control plane, then OLM v1 on it (catalogd, operator-controller).
-    pub async fn start_cluster_and_olm(&mut self) {
-        let cluster = Cluster::start(local_cluster::Options::default()).await.expect("the local cluster starts");
-        let client = cluster.client().await.expect("an admin client");
-        self.step(&format!("cluster up; audit log {}", cluster.audit_log.display()));
-        self.cluster = Some(cluster);
-        self.client = Some(client);
+    /// OLM v1 on the cluster (catalogd, operator-controller, in its namespaces).
+    pub async fn start_olm(&mut self) {
         let olm = Olm::start(self).await;
-        self.step(&format!("OLM v1 up (catalogd serves on 127.0.0.1:{})", olm.catalogs_port));
+        self.step(&format!(
+            "OLM v1 up (catalogd serves on 127.0.0.1:{} in the cluster's namespace)",
+            olm.catalogs_port
+        ));
         self.olm = Some(olm);
     }
 
@@ -413,11 +424,6 @@ impl Drill {
 
     fn check_alive(&self, waiting_for: &str) {
         let mut exited = vec![];
-        for (line, process) in self.lines.lock().expect("lines lock").iter_mut() {
-            if let Some(status) = process.exited() {
-                exited.push((format!("operator-{line}"), status));
-            }
-        }
         if let Some(olm) = &self.olm {
             exited.extend(olm.exited());
         }
@@ -431,21 +437,13 @@ impl Drill {
         }
     }
 
-    /// Starts `command` as the operator of `line`, output in `logs/operator-<line>.log`.
-    pub fn spawn_line(&self, line: &str, mut command: Command) {
-        let log = self.logs().join(format!("operator-{line}.log"));
-        let file = std::fs::OpenOptions::new().create(true).append(true).open(&log).expect("the operator's log");
-        command.stdin(Stdio::null()).stdout(file.try_clone().expect("the log file")).stderr(file);
-        let process =
-            local_cluster::process::spawn(command).unwrap_or_else(|e| panic!("start the {line} operator: {e}"));
-        let replaced = self.lines.lock().expect("lines lock").insert(line.to_string(), process);
-        assert!(replaced.is_none(), "the {line} operator was already running");
-    }
-
-    /// Stops the operator of `line` as its pod is stopped (SIGTERM, then SIGKILL after 10 s).
-    pub fn stop_line(&self, line: &str) {
-        let mut process = self.lines.lock().expect("lines lock").remove(line).expect("the line runs");
-        process.stop(Duration::from_secs(10));
+    /// The Running pods of the `line` operator's Deployment (the one OLM made from its CSV).
+    pub async fn line_pods(&self, line: &str) -> Vec<k8s_openapi::api::core::v1::Pod> {
+        let namespace = format!("model-orchestra-{line}");
+        let selector = format!("app.kubernetes.io/instance=model-orchestra-operator-{line}");
+        let pods = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(self.client(), &namespace);
+        let list = pods.list(&kube::api::ListParams::default().labels(&selector)).await.expect("list the line's pods");
+        list.items.into_iter().filter(|p| p.metadata.deletion_timestamp.is_none()).collect()
     }
 
     /// Whether the API server's authorizer lets the `line` operator's ServiceAccount do
@@ -513,10 +511,6 @@ impl Drop for Drill {
             for log in logs {
                 eprintln!("--- {}\n{}", log.display(), local_cluster::tail(&log, 25));
             }
-        }
-        // Newest first: operators release their Leases to the API server before it stops.
-        for (_, mut process) in std::mem::take(&mut *self.lines.lock().expect("lines lock")) {
-            process.stop(Duration::from_secs(10));
         }
         self.olm.take();
         self.cluster.take();

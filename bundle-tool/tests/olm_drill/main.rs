@@ -1,19 +1,21 @@
 //! The OLM drill: two operator lines installed side by side by a real OLM v1 (catalogd and
-//! operator-controller v1.2.0, built from `tools/olm`) from our own catalog in a loopback
-//! registry, on the real control plane (local-cluster), as a maintainer and a cluster admin
-//! live it. The README's "The OLM drill: two lines from a real OLM v1" is this test.
+//! operator-controller v1.2.0, built from `tools/olm`) from our own catalog in the cluster's
+//! loopback registry, on the real control plane (local-cluster), as a maintainer and a
+//! cluster admin live it. Each line runs as the pod OLM's Deployment creates, on the
+//! cluster's real node, from the image its CSV names (0.1.0's `ghcr.io/…` image is pulled
+//! from the cluster's registry, which mirrors ghcr.io as an air-gapped cluster's would). The
+//! README's "The OLM drill: two lines from a real OLM v1" is this test.
 //!
 //! One test, in steps: each step needs what the ones before made (one cluster, one OLM,
 //! one catalog that grows), so they cannot run apart. Each step is a function named after
 //! what it checks; the drill prints a line per step and fails naming the step's check.
 //!
-//! Ignored by `cargo test`: it runs the static operator (`make static`), 0.1.0's operator
-//! rebuilt from its release commit (`scripts/released-operator.sh 0.1.0`) and OLM v1
+//! Ignored by `cargo test`: it needs the static operator (`make static`), 0.1.0's operator
+//! rebuilt static from its release commit (`scripts/released-operator.sh 0.1.0`) and OLM v1
 //! (`scripts/build-go-tools.sh olm`), which `make olm-drill` builds before running it with
 //! `--ignored`.
 
 mod drill;
-mod line;
 mod olm;
 #[path = "../support/mod.rs"]
 mod support;
@@ -27,7 +29,6 @@ use kube::ResourceExt;
 use serde_json::{json, Value};
 
 use drill::{arg, condition, describe_condition, line_user, Drill, Maintainer};
-use line::run_line;
 
 /// The field manager of every operator write.
 const FIELD_MANAGER: &str = "model-orchestra-operator";
@@ -35,20 +36,22 @@ const FIELD_MANAGER: &str = "model-orchestra-operator";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "the OLM drill: `make olm-drill` (and `make test`) builds what it runs, then runs it"]
 async fn two_operator_lines_live_side_by_side_under_a_real_olm_v1() {
-    let mut d = Drill::prepare();
+    let mut d = Drill::start().await;
 
-    // 1. The maintainer releases 1.0.0 beside the released 0.1.0 while the cluster and OLM
-    //    start: neither needs the other.
+    // 1. The maintainer releases 1.0.0 beside the released 0.1.0 while OLM starts: neither
+    //    needs the other.
     let maintainer = d.maintainer.clone();
     let releasing = tokio::task::spawn_blocking(move || the_maintainer_publishes_1_0_0_beside_0_1_0(&maintainer));
-    d.start_cluster_and_olm().await;
-    releasing.await.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+    d.start_olm().await;
+    let released_image = releasing.await.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
     d.step(&format!(
-        "pushed: bundles 0.1.0 and 1.0.0, operator image 1.0.0, catalog {}",
+        "pushed: bundles 0.1.0 and 1.0.0, operator images 1.0.0 and 0.1.0 (as {released_image}, mirrored), catalog {}",
         d.maintainer.catalog_image("v1.0.0")
     ));
 
-    // 2. The cluster admin: the shared CRD, then one subscription per line; OLM installs both.
+    // 2. The cluster admin: the operators' namespaces on the real node, the shared CRD, then
+    //    one subscription per line; OLM installs both, and each line's pod really runs.
+    the_admin_pins_the_operators_namespaces_to_the_real_node(&d).await;
     the_admin_applies_the_shared_crd(&d);
     the_admin_subscribes(&d, "v1.0.0", "stable-v0");
     the_admin_subscribes(&d, "v1.0.0", "stable-v1");
@@ -56,18 +59,14 @@ async fn two_operator_lines_live_side_by_side_under_a_real_olm_v1() {
     operator_controller_installs_both_lines(&d).await;
     each_line_gets_the_rbac_its_csv_asks_for(&d).await;
 
-    // 3. Each line's operator runs as its pod would (0.1.0's binary from its release commit).
-    run_line(&d, "v0", &d.programs.released_0_1_0).await;
-    run_line(&d, "v1", &d.programs.operator).await;
-
-    // 4. CRs reach their line by label and apiVersion.
+    // 3. CRs reach their line by label and apiVersion.
     the_user_applies_three_crs(&d).await;
     an_unlabelled_v1alpha2_cr_is_the_v1_lines(&d).await;
     released_0_1_0_is_refused_its_first_write(&d).await;
     granted_the_finalizers_0_1_0_takes_the_labelled_v1alpha1_cr(&d).await;
     an_unlabelled_v1alpha1_cr_waits_for_a_line_that_routes_it(&d);
 
-    // 5. 0.1.1 (routes unlabelled v1alpha1 CRs) joins the catalog; OLM upgrades the v0 line.
+    // 4. 0.1.1 (routes unlabelled v1alpha1 CRs) joins the catalog; OLM upgrades the v0 line.
     let maintainer = d.maintainer.clone();
     tokio::task::spawn_blocking(move || {
         maintainer.release("0.1.1", "v1alpha1", "stable-v0");
@@ -78,14 +77,14 @@ async fn two_operator_lines_live_side_by_side_under_a_real_olm_v1() {
     let before = Children::of(&d, "drill-c").await;
     let before_v1 = Children::of(&d, "drill-a").await;
     // The ClusterCatalog is shared by the lines: the newest subscriptions name its image.
+    let v0_pod = d.line_pods("v0").await.into_iter().next().expect("the v0 line's pod");
     the_admin_subscribes(&d, "v0.1.1", "stable-v0");
     olm_upgrades_the_v0_line_to_0_1_1_and_leaves_the_v1_line(&d).await;
-    the_v0_pod_is_replaced_while_the_cr_is_edited(&d).await;
-    run_line(&d, "v0", &d.programs.operator).await;
+    the_v0_pod_is_replaced_while_the_cr_is_edited(&d, &v0_pod).await;
     the_upgrade_applies_the_edit_and_keeps_the_childrens_uids(&d, &before, &before_v1).await;
     the_waiting_unlabelled_v1alpha1_cr_becomes_0_1_1s(&d).await;
 
-    // 6. A release that would break a line is refused before anything is pushed.
+    // 5. A release that would break a line is refused before anything is pushed.
     let maintainer = d.maintainer.clone();
     let refused = tokio::task::spawn_blocking(move || {
         a_catalog_whose_bundle_drops_v1alpha1_is_refused_before_it_is_pushed(&maintainer)
@@ -99,15 +98,30 @@ async fn two_operator_lines_live_side_by_side_under_a_real_olm_v1() {
 // --- 1. the maintainer ---------------------------------------------------------------------
 
 /// `bundle generate` 1.0.0 (v1alpha2) in a scratch copy of bundles/, its operator and bundle
-/// images; 0.1.0's bundle image as released (its CSV names ghcr.io's operator image, which
-/// nothing here pulls: kwok pods run no process); the catalog listing both.
-fn the_maintainer_publishes_1_0_0_beside_0_1_0(m: &Maintainer) {
+/// images; 0.1.0's bundle image as released, and the operator image its CSV names
+/// (ghcr.io's, pushed to the path the cluster mirrors ghcr.io from); the catalog listing
+/// both. Returns the image 0.1.0's CSV names.
+fn the_maintainer_publishes_1_0_0_beside_0_1_0(m: &Maintainer) -> String {
     m.release("1.0.0", "v1alpha2", "stable-v1");
     m.push_bundle("0.1.0", &m.bundles().join("0.1.0"));
+    let released = m.push_released_operator_image("0.1.0");
     m.publish_catalog("v1.0.0", &["0.1.0", "1.0.0"]);
+    released
 }
 
 // --- 2. the cluster admin, and OLM ---------------------------------------------------------
+
+/// The namespaces OLM installs the lines into, made by the admin with the annotations that
+/// place their pods on the real node (PodNodeSelector, PodTolerationRestriction), as an admin
+/// pins operators to a node pool; the subscriptions' manifests then apply over them.
+async fn the_admin_pins_the_operators_namespaces_to_the_real_node(d: &Drill) {
+    for line in ["v0", "v1"] {
+        d.cluster()
+            .run_pods_for_real(&format!("model-orchestra-{line}"))
+            .await
+            .unwrap_or_else(|e| panic!("pin model-orchestra-{line} to the real node: {e}"));
+    }
+}
 
 /// `bundle-tool crds | kubectl apply --server-side -f -`
 fn the_admin_applies_the_shared_crd(d: &Drill) {
@@ -148,7 +162,8 @@ async fn catalogd_serves_the_catalog(d: &Drill) {
 }
 
 /// operator-controller installs each line's bundle: its Deployment and ServiceAccount (no
-/// conflict: neither bundle owns the shared CRD), whose pod kwok makes Ready.
+/// conflict: neither bundle owns the shared CRD), whose pod runs the image its CSV names on
+/// the real node and passes its readiness probe.
 async fn operator_controller_installs_both_lines(d: &Drill) {
     let extensions = cluster_extension(d);
     for line in ["v0", "v1"] {
@@ -180,21 +195,34 @@ async fn operator_controller_installs_both_lines(d: &Drill) {
             .unwrap_or_else(|e| panic!("OLM did not create the ServiceAccount {namespace}/{name}: {e}"));
         let pods = Api::<Pod>::namespaced(d.client(), &namespace);
         let selector = format!("app.kubernetes.io/instance={name}");
-        d.wait_until(60, &format!("the {line} operator's pod is Ready (kwok)"), || async {
-            let list = pods.list(&ListParams::default().labels(&selector)).await.map_err(|e| e.to_string())?;
-            let ready = |p: &Pod| {
-                p.status
-                    .as_ref()
-                    .and_then(|s| s.conditions.as_ref())
-                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-            };
-            match list.items.iter().find(|p| !ready(p)) {
-                None if !list.items.is_empty() => Ok(()),
-                None => Err(format!("no pod matches {selector}")),
-                Some(p) => Err(format!("pod {} is not Ready", p.name_any())),
-            }
-        })
-        .await;
+        let pod = d
+            .wait_until(120, &format!("the {line} operator's pod is Ready"), || async {
+                let list = pods.list(&ListParams::default().labels(&selector)).await.map_err(|e| e.to_string())?;
+                let ready = |p: &Pod| {
+                    p.status
+                        .as_ref()
+                        .and_then(|s| s.conditions.as_ref())
+                        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+                };
+                match list.items.iter().find(|p| !ready(p)) {
+                    None if !list.items.is_empty() => Ok(list.items[0].clone()),
+                    None => Err(format!("no pod matches {selector}")),
+                    Some(p) => Err(format!(
+                        "pod {} is not Ready: {:?}",
+                        p.name_any(),
+                        p.status.as_ref().map(|s| &s.container_statuses)
+                    )),
+                }
+            })
+            .await;
+        let spec = pod.spec.clone().unwrap_or_default();
+        assert_eq!(
+            spec.node_name.as_deref(),
+            Some(local_cluster::REAL_NODE_NAME),
+            "the {line} operator's pod runs on the real node"
+        );
+        let image = spec.containers.first().and_then(|c| c.image.clone()).unwrap_or_default();
+        d.step(&format!("the {line} operator runs in its pod {} from {image}", pod.name_any()));
     }
 }
 
@@ -476,11 +504,9 @@ async fn olm_upgrades_the_v0_line_to_0_1_1_and_leaves_the_v1_line(d: &Drill) {
     d.step(&format!("OLM upgraded model-orchestra-operator-v0 to {}", installed_bundle(&extension).0));
 }
 
-/// The operator's pod is replaced: 0.1.0 stops; the workaround goes (0.1.1's own RBAC has
-/// the finalizers); the CR is edited while no v0 operator runs; the upgraded Deployment's
-/// new pod is Ready.
-async fn the_v0_pod_is_replaced_while_the_cr_is_edited(d: &Drill) {
-    d.stop_line("v0");
+/// The operator's pod is replaced: OLM's Deployment rolls to 0.1.1's image, 0.1.0's pod goes;
+/// meanwhile the workaround goes (0.1.1's own RBAC has the finalizers) and the CR is edited.
+async fn the_v0_pod_is_replaced_while_the_cr_is_edited(d: &Drill, old: &Pod) {
     d.kubectl(&["delete", "clusterrolebinding/mo-finalizers", "clusterrole/mo-finalizers"], None);
     assert!(
         d.can("v0", "update", "modelorchestras.models.titanml.co/finalizers", None).await,
@@ -500,7 +526,7 @@ async fn the_v0_pod_is_replaced_while_the_cr_is_edited(d: &Drill) {
         None,
     );
     let deployments = Api::<Deployment>::namespaced(d.client(), "model-orchestra-v0");
-    d.wait_until(60, "the upgraded v0 Deployment's pod is Ready (updated/ready/replicas 1/1/1)", || async {
+    d.wait_until(120, "the upgraded v0 Deployment's pod is Ready (updated/ready/replicas 1/1/1)", || async {
         let deployment = deployments.get("model-orchestra-operator-v0").await.map_err(|e| e.to_string())?;
         let status = deployment.status.unwrap_or_default();
         let seen = format!(
@@ -516,6 +542,26 @@ async fn the_v0_pod_is_replaced_while_the_cr_is_edited(d: &Drill) {
         }
     })
     .await;
+    let pods = d.line_pods("v0").await;
+    let new = pods.iter().find(|p| p.uid() != old.uid()).expect("a new v0 pod");
+    let image =
+        |p: &Pod| p.spec.as_ref().and_then(|s| s.containers.first()).and_then(|c| c.image.clone()).unwrap_or_default();
+    assert!(image(new).ends_with(":v0.1.1"), "the new pod runs 0.1.1's image: {}", image(new));
+    let pods = Api::<Pod>::namespaced(d.client(), "model-orchestra-v0");
+    d.wait_until(60, "0.1.0's pod is gone", || async {
+        match pods.get_opt(&old.name_any()).await.map_err(|e| e.to_string())? {
+            None => Ok(()),
+            Some(p) => Err(format!("{} is still there", p.name_any())),
+        }
+    })
+    .await;
+    d.step(&format!(
+        "the v0 pod was replaced: {} ({}) by {} ({})",
+        old.name_any(),
+        image(old),
+        new.name_any(),
+        image(new)
+    ));
 }
 
 /// 0.1.1 applies the edit made while no v0 operator ran, and its CR is Ready again with the

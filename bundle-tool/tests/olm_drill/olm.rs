@@ -1,7 +1,9 @@
-//! OLM v1 (catalogd and operator-controller, built from `tools/olm`) run out of cluster, with
-//! what a cluster would give them: catalogd's TLS certificate, its CA for operator-controller
-//! and for the API server calling catalogd's webhook, the loopback registry marked insecure
-//! in `registries.conf` under a HOME of their own, and caches in the scratch directory.
+//! OLM v1 (catalogd and operator-controller, built from `tools/olm`) run as processes in the
+//! cluster's namespaces, beside its other controllers (the API server calls catalogd's
+//! webhook on that namespace's loopback), with what a cluster would give them: catalogd's TLS
+//! certificate, its CA for operator-controller and for the webhook, the cluster's registry
+//! marked insecure in `registries.conf` under a HOME of their own, and caches in the scratch
+//! directory.
 
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::Mutex;
@@ -53,9 +55,12 @@ impl Olm {
         let port = || free_port().expect("a free port");
         let (catalogs_port, webhook_port) = (port(), port());
         let kubeconfig = drill.cluster().kubeconfig.clone();
-        let program = |name: &str| local_cluster::tools::program(name).expect("OLM v1 (scripts/build-go-tools.sh olm)");
+        let isolation = drill.cluster().isolation().clone();
+        let program = |name: &str| {
+            isolation.command(local_cluster::tools::program(name).expect("OLM v1 (scripts/build-go-tools.sh olm)"))
+        };
         // --cache-dir / --cache-path default to /var/cache, which they empty: always a temp dir.
-        let mut catalogd = Command::new(program("catalogd"));
+        let mut catalogd = program("catalogd");
         catalogd
             .arg("--kubeconfig")
             .arg(&kubeconfig)
@@ -71,7 +76,7 @@ impl Olm {
             .args(["--metrics-bind-address", &format!("127.0.0.1:{}", port())])
             .args(["--health-probe-bind-address", &format!("127.0.0.1:{}", port())])
             .env("HOME", &home);
-        let mut operator_controller = Command::new(program("operator-controller"));
+        let mut operator_controller = program("operator-controller");
         operator_controller
             .arg("--kubeconfig")
             .arg(&kubeconfig)
@@ -90,7 +95,7 @@ impl Olm {
         // catalogd's mutating webhook labels each ClusterCatalog with its name (what the
         // ClusterExtensions select by); registered by URL, as catalogd runs out of cluster.
         let start = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", webhook_port)).is_err() {
+        while isolation.connect(std::net::SocketAddr::from(([127, 0, 0, 1], webhook_port))).is_err() {
             if let Some((name, status)) = olm.exited().into_iter().next() {
                 panic!(
                     "{name} exited ({status}) before its webhook listened; see its log in {}",

@@ -39,7 +39,7 @@ RUN_ARGS ?= --claim-unlabeled --metrics-addr 127.0.0.1:0
 # HTTP_API=1: `make deploy` and `make bundle` include the HTTP API (README: "HTTP API").
 HTTP_API ?=
 
-.PHONY: all build test olm-drill lint render crd generate bench install uninstall deploy undeploy run cluster registry bench-operator bundle crds static bundle-build-push docker-build catalog catalog-build-push subscriptions bench-catalog bench-api
+.PHONY: all build test olm-drill image-build-push lint render crd generate bench install uninstall deploy undeploy run cluster registry bench-operator bundle crds static bundle-build-push docker-build catalog catalog-build-push subscriptions bench-catalog bench-api
 
 all: build
 
@@ -161,6 +161,11 @@ crds: build
 ## (glibc, crt-static) for FROM-scratch images
 static:
 	RUSTFLAGS='-C target-feature=+crt-static' $(CARGO) build --release --target $(STATIC_TARGET) -p model-orchestra-operator -p mo-pod
+
+## image-build-push: static binary -> operator image (IMG), pushed with oci-client (no Docker);
+## e.g. IMG=$(cat target/local-cluster.registry)/model-orchestra-operator:dev for make cluster
+image-build-push: build static
+	$(BUNDLE_TOOL) image build --binary $(STATIC_BIN) $(if $(BASE_IMG),--base $(BASE_IMG)) --push $(IMG)
 
 ## bundle-build-push: static binary -> operator image (IMG), bundle -> bundle image (BUNDLE_IMG),
 ## pushed with oci-client (no Docker). Loopback registries use plain HTTP; others need

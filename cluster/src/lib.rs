@@ -534,10 +534,11 @@ impl Cluster {
         Ok(())
     }
 
-    /// Every node Ready (kwok) and without the not-ready taint (node lifecycle controller).
+    /// Every node Ready (kwok's, and the real node's kubelet) and without the not-ready
+    /// taint (node lifecycle controller).
     async fn wait_schedulable(&self, client: &Client) -> Result<(), Error> {
         let api: Api<Node> = Api::all(client.clone());
-        let names: Vec<String> = self.nodes.iter().map(|n| n.name.clone()).collect();
+        let names: Vec<String> = self.nodes.iter().map(|n| n.name.clone()).chain(self.real_nodes.iter().cloned()).collect();
         self.wait_for("every node is Ready and schedulable", || async {
             let list = api.list(&Default::default()).await.ok()?;
             let ready = |n: &Node| {

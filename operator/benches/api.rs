@@ -51,7 +51,7 @@ async fn bench() {
     let key_count = env_num("BENCH_API_KEYS", 10);
     let seconds = env_num("BENCH_API_SECONDS", 30);
 
-    let cluster = Cluster::start(Options::default()).await.expect("local cluster");
+    let cluster = Cluster::start(Options::fake_nodes_only()).await.expect("local cluster");
     let client = cluster.client().await.unwrap();
     apply(&client, &serde_json::to_value(model_orchestra_api::crd::crd()).unwrap()).await;
     for ns in [NAMESPACE, API_NAMESPACE] {

@@ -39,7 +39,7 @@ RUN_ARGS ?= --claim-unlabeled --metrics-addr 127.0.0.1:0
 # HTTP_API=1: `make deploy` and `make bundle` include the HTTP API (README: "HTTP API").
 HTTP_API ?=
 
-.PHONY: all build test olm-drill image-build-push lint render crd generate bench install uninstall deploy undeploy run cluster registry bench-operator bundle crds static bundle-build-push docker-build catalog catalog-build-push subscriptions bench-catalog bench-api
+.PHONY: all help build test test-unit test-e2e olm-drill image-build-push lint render crd generate bench install uninstall deploy undeploy run cluster registry bench-operator bundle crds static bundle-build-push docker-build catalog catalog-build-push subscriptions bench-catalog bench-api
 
 all: build
 
@@ -47,31 +47,43 @@ all: build
 build:
 	$(CARGO) build --workspace
 
-## test: install the test tools (scripts/install-test-deps.sh: Debian packages, and the
-## upstream programs built from pinned Go modules), check formatting and lints, then run
-## every test. This is the command .ci/run runs.
-test: lint
-	scripts/install-test-deps.sh
-	PATH="$(CURDIR)/target/tools/bin:$$PATH" $(CARGO) test --workspace
+## help: every target, one line each
+help:
+	@awk '/^## [a-z0-9-]+:/ { sub(/^## /, ""); n = index($$0, ":"); printf "  %-20s %s\n", substr($$0, 1, n - 1), substr($$0, n + 2) }' $(MAKEFILE_LIST)
+
+## test: what .ci/run runs: lint, test-unit, test-e2e, the push e2e and the OLM drill
+test: lint test-unit test-e2e
 	scripts/bundle-push-e2e.sh
 	$(MAKE) --no-print-directory olm-drill
 
-## olm-drill: two operator lines (0.1.0 rebuilt from its release commit, and 1.0.0) installed
-## side by side by a real OLM v1 from a loopback registry, CRs routed by apiVersion, an
-## upgrade to 0.1.1, a release that would drop v1alpha1 refused (README: "The OLM drill");
-## bundle-tool/tests/olm_drill, ignored by cargo test: first the programs it runs
+## test-unit: the offline tier, in minutes; needs nothing but cargo
+#   every crate's unit tests, the operator's and bundle-tool's offline suites (contract,
+#   golden, CLI, README examples, generated files, module graph)
+test-unit:
+	$(CARGO) test --workspace
+
+## test-e2e: the tier on real programs (installs the test tools first)
+#   the local cluster's own tests, the operator's e2e suite on one shared cluster,
+#   bundle-tool against opm, operator-sdk and a registry
+E2E_TEST_THREADS ?= 4
+test-e2e: static
+	scripts/install-test-deps.sh
+	PATH="$(CURDIR)/target/tools/bin:$$PATH" $(CARGO) test --workspace --test cluster --test e2e --test oracles -- --test-threads $(E2E_TEST_THREADS)
+
+## olm-drill: two operator lines installed by a real OLM v1, as pods on the real node
+#   (README: "The OLM drill"); builds what it runs first
 olm-drill: build static
 	scripts/build-go-tools.sh k8s kwok crds coredns olm
 	scripts/released-operator.sh 0.1.0 >/dev/null
-	$(CARGO) test --workspace --test olm_drill -- --ignored --nocapture
+	$(CARGO) test --workspace --test olm_drill -- --nocapture
 
-## lint: cargo fmt --check and clippy with warnings as errors
+## lint: cargo fmt --check, and clippy on every target with warnings as errors
 lint:
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets --test cluster --test e2e --test oracles --test olm_drill -- -D warnings
 
-## render: render the sample ModelOrchestra offline (no cluster needed); SAMPLE picks
-## another, e.g. SAMPLE=config/samples/modelorchestra-v1alpha2.yaml
+## render: render the sample ModelOrchestra offline (no cluster needed)
+#   SAMPLE picks another, e.g. SAMPLE=config/samples/modelorchestra-v1alpha2.yaml
 render:
 	@$(CARGO) build -p model-orchestra-operator --bin model-orchestra-operator
 	@$(OPERATOR) render -f $(SAMPLE)
@@ -91,7 +103,7 @@ generate: build
 	$(OPERATOR) openapi > httpapi/openapi.json
 
 ## install: install the ModelOrchestra CRD into the cluster of the current kubeconfig
-## (server-side: the CRD is too large for client-side apply's annotation)
+#   (server-side: the CRD is too large for client-side apply's annotation)
 install:
 	$(KUBECTL) apply --server-side -f config/crd/models.titanml.co_modelorchestras.yaml
 
@@ -111,22 +123,24 @@ undeploy: build
 run: build
 	$(OPERATOR) run --api-version $(API_VERSION) $(RUN_ARGS)
 
-## cluster: a local Kubernetes cluster (etcd, kube-apiserver, controller manager, scheduler,
-## kwok CPU and GPU nodes, a real node with cluster DNS and a registry) in namespaces of its
-## own, reached on 127.0.0.1, until Ctrl-C; writes an admin kubeconfig to
-## target/local-cluster.kubeconfig and the registry's address to target/local-cluster.registry
+## cluster: a local cluster with fake GPU nodes and a real node, until Ctrl-C
+#   etcd, kube-apiserver, controller manager, scheduler, kwok CPU and GPU nodes, a real node
+#   with cluster DNS and a registry, in namespaces of its own, reached on 127.0.0.1; writes
+#   an admin kubeconfig to target/local-cluster.kubeconfig and the registry's address to
+#   target/local-cluster.registry
 cluster: static
 	scripts/install-test-deps.sh
 	$(CARGO) run --quiet -p local-cluster -- --kubeconfig $(CURDIR)/target/local-cluster.kubeconfig --registry-file $(CURDIR)/target/local-cluster.registry
 
-## registry: a loopback OCI registry (Debian's docker-registry) on 127.0.0.1 with a free
-## port (or REGISTRY_PORT) and temp storage until Ctrl-C; prints the IMAGE_TAG_BASE to push to
+## registry: a loopback OCI registry on 127.0.0.1 until Ctrl-C
+#   Debian's docker-registry, a free port (or REGISTRY_PORT), temp storage; prints the
+#   IMAGE_TAG_BASE to push to
 registry:
 	REGISTRY_PORT="$(REGISTRY_PORT)" scripts/registry.sh
 
-## bench-operator: for 100 and 1,000 CRs (BENCH_OPERATOR_CRS) x 4 applications (BENCH_APPS): a bare
-## server-side apply of the rendered objects, then the release operator, each on a fresh local
-## control plane, side by side
+## bench-operator: the operator beside a bare server-side apply, at 100 and 1,000 CRs
+#   for BENCH_OPERATOR_CRS CRs x 4 applications (BENCH_APPS): a bare server-side apply of
+#   the rendered objects, then the release operator, each on a fresh local control plane
 BENCH_OPERATOR_CRS ?= 100 1000
 bench-operator:
 	scripts/build-go-tools.sh k8s kwok crds
@@ -135,20 +149,22 @@ bench-operator:
 		BENCH_CRS=$$crs $(CARGO) bench -p model-orchestra-operator --bench operator || exit 1; \
 	done
 
-## bench-api: the HTTP API under load (100 CRs, 10 keys, 50 clients, 30 s) on the local control plane
+## bench-api: the HTTP API under load (100 CRs, 10 keys, 50 clients, 30 s)
 bench-api:
 	scripts/build-go-tools.sh k8s kwok crds
 	$(CARGO) build --release -p model-orchestra-operator --bins --bench api
 	$(CARGO) bench -p model-orchestra-operator --bench api
 
-## bench: render benchmarks (criterion, in process), then the whole render process (release
-## binary: median wall time and peak RSS for the sample, 50 and 1,000 applications)
+## bench: render benchmarks, in process (criterion) and as a whole process
+#   the release binary's median wall time and peak RSS for the sample, 50 and 1,000
+#   applications
 bench:
 	$(CARGO) bench -p model-orchestra-operator --bench render
 	$(CARGO) bench -p model-orchestra-operator --bench render_process
 
-## bundle: generate bundles/$(VERSION) (CSV from the operator's Deployment and RBAC) and validate it.
-## A released bundle never changes: regenerating with different content is refused.
+## bundle: generate bundles/$(VERSION) and validate it
+#   the CSV from the operator's Deployment and RBAC; a released bundle never changes:
+#   regenerating with different content is refused
 bundle: build
 	$(BUNDLE_TOOL) bundle generate --version $(VERSION) --crd-version $(CRD_VERSION) --channels $(CHANNELS) --default-channel $(DEFAULT_CHANNEL) --image $(IMAGE_TAG_BASE) --crd-mode $(CRD_MODE) $(if $(HTTP_API),--http-api) --output $(BUNDLES_DIR)
 	$(BUNDLE_TOOL) bundle validate $(BUNDLES_DIR)/$(VERSION)
@@ -157,35 +173,36 @@ bundle: build
 crds: build
 	$(BUNDLE_TOOL) crds
 
-## static: the operator and mo-pod (the pause and test images' program) as static binaries
-## (glibc, crt-static) for FROM-scratch images
+## static: the operator and mo-pod as static binaries, for FROM-scratch images
+#   glibc with crt-static; mo-pod is the pause and test images' program
 static:
 	RUSTFLAGS='-C target-feature=+crt-static' $(CARGO) build --release --target $(STATIC_TARGET) -p model-orchestra-operator -p mo-pod
 
-## image-build-push: static binary -> operator image (IMG), pushed with oci-client (no Docker);
-## e.g. IMG=$(cat target/local-cluster.registry)/model-orchestra-operator:dev for make cluster
+## image-build-push: the operator image (IMG) from the static binary, pushed (no Docker)
+#   e.g. IMG=$(cat target/local-cluster.registry)/model-orchestra-operator:dev for make cluster
 image-build-push: build static
 	$(BUNDLE_TOOL) image build --binary $(STATIC_BIN) $(if $(BASE_IMG),--base $(BASE_IMG)) --push $(IMG)
 
-## bundle-build-push: static binary -> operator image (IMG), bundle -> bundle image (BUNDLE_IMG),
-## pushed with oci-client (no Docker). Loopback registries use plain HTTP; others need
-## REGISTRY_USERNAME/REGISTRY_PASSWORD or ~/.docker/config.json.
+## bundle-build-push: the operator image (IMG) and the bundle image (BUNDLE_IMG), pushed
+#   with oci-client (no Docker). Loopback registries use plain HTTP; others need
+#   REGISTRY_USERNAME/REGISTRY_PASSWORD or ~/.docker/config.json
 bundle-build-push: bundle static
 	$(BUNDLE_TOOL) image build --binary $(STATIC_BIN) $(if $(BASE_IMG),--base $(BASE_IMG)) --push $(IMG)
 	$(BUNDLE_TOOL) bundle build $(BUNDLES_DIR)/$(VERSION) --push $(BUNDLE_IMG)
 
-## catalog: render the semver template (CATALOG_TEMPLATE) to FBC in CATALOG_DIR, as opm's
-## `alpha render-template semver` does, and validate it with opm's rules. Images `…:vX.Y.Z`
-## are read from BUNDLES_DIR/X.Y.Z when present, else pulled (cached by digest).
+## catalog: render the semver template to a File-Based Catalog and validate it
+#   CATALOG_TEMPLATE to CATALOG_DIR, as opm's `alpha render-template semver` does, checked
+#   with opm's rules; images `…:vX.Y.Z` are read from BUNDLES_DIR/X.Y.Z when present, else
+#   pulled (cached by digest)
 catalog: build
 	$(BUNDLE_TOOL) catalog render $(CATALOG_TEMPLATE) --bundles-dir $(BUNDLES_DIR) -o $(CATALOG_DIR)/$(PACKAGE)/catalog.yaml
 	$(BUNDLE_TOOL) catalog validate $(CATALOG_DIR)
 
-## catalog-build-push: catalog, then the catalog image (/configs + configs label) pushed to CATALOG_IMG
+## catalog-build-push: catalog, then the catalog image pushed to CATALOG_IMG
 catalog-build-push: catalog
 	$(BUNDLE_TOOL) catalog build $(CATALOG_DIR) $(if $(CATALOG_BASE_IMG),--base $(CATALOG_BASE_IMG)) --push $(CATALOG_IMG)
 
-## subscriptions: manifests installing the CHANNEL line (default stable-v<MAJOR>) from CATALOG_IMG with OLM (v1|v0)
+## subscriptions: manifests installing the CHANNEL line from CATALOG_IMG with OLM (v1|v0)
 subscriptions: build
 	@$(BUNDLE_TOOL) subscriptions --catalog-image $(CATALOG_IMG) --channel $(CHANNEL) --olm $(OLM) --package $(PACKAGE)
 
@@ -193,6 +210,6 @@ subscriptions: build
 bench-catalog:
 	scripts/bench-catalog.sh
 
-## docker-build: optional, for people with Docker: the same bundle image from bundle.Dockerfile
+## docker-build: for people with Docker: the same bundle image from bundle.Dockerfile
 docker-build:
 	docker build -f bundles/$(VERSION)/bundle.Dockerfile -t $(BUNDLE_IMG) bundles/$(VERSION)

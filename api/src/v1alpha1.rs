@@ -1,6 +1,6 @@
 //! `models.titanml.co/v1alpha1`, released with 0.1.0 and frozen: its schema in the CRD
 //! stays byte-identical to the released CRD (`bundles/crds/0.1.0.yaml`, checked by
-//! `tests/generated_files.rs`). Add fields and rules in a new version, never here.
+//! `tests/offline/generated_files.rs`). Add fields and rules in a new version, never here.
 //!
 //! The `ModelOrchestra` custom resource: its `spec` is exactly the chart's values contract
 //! (`charts/model-orchestra/values.yaml`), typed, so that the CRD schema, the chart's

@@ -8,7 +8,7 @@
 //! filled by a download Job before the application serves (see [`ModelCache`]), with the
 //! download's state in the status.
 //!
-//! Proven on a real API server by `tests/crd_versions.rs`: the schema is accepted with its
+//! Proven on a real API server by `tests/e2e/crd_versions.rs`: the schema is accepted with its
 //! CEL cost, and bad CRs are refused naming their field.
 
 use std::collections::BTreeMap;

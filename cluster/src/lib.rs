@@ -172,20 +172,31 @@ impl Cluster {
     /// one per test binary (tests take a namespace each).
     pub fn shared() -> &'static Cluster {
         static SHARED: OnceLock<Result<Cluster, String>> = OnceLock::new();
-        let result = SHARED.get_or_init(|| {
-            // On a thread of its own: the caller may be inside an async runtime.
-            std::thread::spawn(|| {
-                let runtime =
-                    tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
-                runtime.block_on(Cluster::start(Options::default())).map_err(|e| e.to_string())
-            })
-            .join()
-            .unwrap_or_else(|_| Err("the cluster's start panicked".into()))
-        });
-        match result {
+        match SHARED.get_or_init(|| Cluster::start_blocking(Options::default()).map_err(|e| e.to_string())) {
             Ok(cluster) => cluster,
             Err(e) => panic!("the local cluster did not start: {e}"),
         }
+    }
+
+    /// [`Cluster::start`] from synchronous code, or from within an async runtime (it runs on
+    /// a thread and runtime of its own).
+    pub fn start_blocking(options: Options) -> Result<Cluster, Error> {
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| Error::io(Path::new("a tokio runtime"), e))?;
+            runtime.block_on(Cluster::start(options))
+        })
+        .join()
+        .unwrap_or_else(|_| {
+            Err(Error::Start {
+                component: "the cluster".into(),
+                message: "its start panicked".into(),
+                log: PathBuf::new(),
+                tail: String::new(),
+            })
+        })
     }
 
     /// Starts the cluster's namespaces, etcd, kube-apiserver, kube-controller-manager,
@@ -538,7 +549,8 @@ impl Cluster {
     /// taint (node lifecycle controller).
     async fn wait_schedulable(&self, client: &Client) -> Result<(), Error> {
         let api: Api<Node> = Api::all(client.clone());
-        let names: Vec<String> = self.nodes.iter().map(|n| n.name.clone()).chain(self.real_nodes.iter().cloned()).collect();
+        let names: Vec<String> =
+            self.nodes.iter().map(|n| n.name.clone()).chain(self.real_nodes.iter().cloned()).collect();
         self.wait_for("every node is Ready and schedulable", || async {
             let list = api.list(&Default::default()).await.ok()?;
             let ready = |n: &Node| {

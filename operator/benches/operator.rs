@@ -71,7 +71,8 @@ fn main() {
 /// kubeconfig of the operator's ServiceAccount (in `dir`).
 async fn fresh_cluster(dir: &std::path::Path) -> (Cluster, kube::Client, Api<DynamicObject>, std::path::PathBuf) {
     // The controllers create thousands of ReplicaSets and pods: let them keep up.
-    let cluster = Cluster::start(Options { controller_qps: 500, ..Options::fake_nodes_only() }).await.expect("local cluster");
+    let cluster =
+        Cluster::start(Options { controller_qps: 500, ..Options::fake_nodes_only() }).await.expect("local cluster");
     let client = cluster.client().await.unwrap();
     apply(&client, &serde_json::to_value(model_orchestra_api::crd::crd()).unwrap()).await;
     apply(&client, &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})).await;

@@ -10,10 +10,10 @@
 //! one catalog that grows), so they cannot run apart. Each step is a function named after
 //! what it checks; the drill prints a line per step and fails naming the step's check.
 //!
-//! Ignored by `cargo test`: it needs the static operator (`make static`), 0.1.0's operator
-//! rebuilt static from its release commit (`scripts/released-operator.sh 0.1.0`) and OLM v1
-//! (`scripts/build-go-tools.sh olm`), which `make olm-drill` builds before running it with
-//! `--ignored`.
+//! Not run by a plain `cargo test` (`test = false`): it needs the static operator (`make
+//! static`), 0.1.0's operator rebuilt static from its release commit
+//! (`scripts/released-operator.sh 0.1.0`) and OLM v1 (`scripts/build-go-tools.sh olm`),
+//! which `make olm-drill` builds before running it.
 
 mod drill;
 mod olm;
@@ -34,7 +34,6 @@ use drill::{arg, condition, describe_condition, line_user, Drill, Maintainer};
 const FIELD_MANAGER: &str = "model-orchestra-operator";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "the OLM drill: `make olm-drill` (and `make test`) builds what it runs, then runs it"]
 async fn two_operator_lines_live_side_by_side_under_a_real_olm_v1() {
     let mut d = Drill::start().await;
 

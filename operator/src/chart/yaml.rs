@@ -3,7 +3,7 @@
 //! into one `String` — no event stream, no per-call setup.
 //!
 //! The rules were derived from the YAML 1.2 grammar and pinned down by observing
-//! serde_yaml's output: `tests/yaml_emitter.rs` compares the two, byte for byte, on
+//! serde_yaml's output: `tests/offline/yaml_emitter.rs` compares the two, byte for byte, on
 //! thousands of generated values and on the cases below.
 //!
 //! # Layout

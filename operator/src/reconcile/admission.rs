@@ -3,7 +3,7 @@
 //!
 //! The rule stays: nothing is written unless the API server would accept everything. The
 //! local validation ([`crate::validate`], held to the API server by the property test
-//! `tests/server_validation.rs`) proves an object is valid for its kind. What it cannot see
+//! `tests/e2e/server_validation.rs`) proves an object is valid for its kind. What it cannot see
 //! is what the cluster adds, and what a live object adds:
 //!
 //! - an update can be refused for what the live object holds (an immutable field, another

@@ -3,7 +3,7 @@
 //! `go.yaml.in/yaml/v2` v2.4.3 (opm v1.73.0): keys in that library's order, each string in
 //! the plainest YAML style that reads back as the same string, long lines folded at 80
 //! columns. Written from the YAML 1.1 and 1.2 specifications, Go's documented formatting
-//! and opm's observed output; tests/opm_writer.rs, opm_render_template.rs and
+//! and opm's observed output; tests/oracles/opm_writer.rs, opm_render_template.rs and
 //! opm_render_bundle.rs compare it with opm itself, byte for byte.
 
 mod json;
@@ -90,7 +90,7 @@ impl Node {
 }
 
 /// Whole documents; the expected YAML is what the Go library printed for the same JSON
-/// (the full comparison with opm runs in tests/opm_writer.rs).
+/// (the full comparison with opm runs in tests/oracles/opm_writer.rs).
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,18 @@
+//! The offline tier: everything about the operator that needs no cluster and no program
+//! but this crate's (the CLI, the chart's contract, rendering, validation, the generated
+//! files, the README's examples, the module graph). `make test-unit` runs it.
+
+mod common;
+
+mod cli;
+mod contract;
+mod contract_v1alpha2;
+mod distributed_llama;
+mod generated_files;
+mod golden;
+mod gpu_and_checksum;
+mod hostile_values;
+mod invalid_input;
+mod module_graph;
+mod readme;
+mod yaml_emitter;

@@ -54,6 +54,13 @@ settings() {
       local pkg=github.com/operator-framework/operator-sdk/internal/version
       echo "tags=containers_image_openpgp ldflags=-s -w -X $pkg.Version=$v -X $pkg.GitVersion=$v"
       ;;
+    ollama)
+      # cgo: ggml's CPU kernels. x86-64-v3 turns on AVX2/FMA/F16C (SSE2-only answers at ~1
+      # token/s); the flags are pinned, as greedy output changes with them. Static, for a
+      # FROM-scratch image.
+      local v; v=$(pinned ollama github.com/ollama/ollama)
+      echo "tags= ldflags=-s -w -X github.com/ollama/ollama/version.Version=${v#v} -linkmode external -extldflags -static"
+      ;;
     olm)
       local v; v=$(pinned olm github.com/operator-framework/operator-controller)
       echo "tags=containers_image_openpgp ldflags=-s -w -X github.com/operator-framework/operator-controller/internal/shared/version.version=$v"
@@ -97,6 +104,34 @@ outputs() {
   esac
 }
 
+# The headers Go's module zip drops from Ollama's vendored llama.cpp (`llama/llama.cpp/vendor`
+# is not in it): the same llama.cpp vendor directory of the llama-cpp-python sdist on PyPI,
+# pinned and checked by SHA-256.
+LLAMA_CPP_PYTHON=0.3.36
+LLAMA_CPP_PYTHON_SHA256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
+llama_vendor() {
+  local out="$share/llama-cpp-python-$LLAMA_CPP_PYTHON"
+  if [ ! -f "$out/nlohmann/json_fwd.hpp" ]; then
+    local work; work=$(mktemp -d)
+    python3 -m pip download --quiet --disable-pip-version-check --no-deps --no-binary :all: \
+      "llama-cpp-python==$LLAMA_CPP_PYTHON" -d "$work" >&2
+    echo "$LLAMA_CPP_PYTHON_SHA256  $work/llama_cpp_python-$LLAMA_CPP_PYTHON.tar.gz" | sha256sum --check --quiet - >&2
+    tar -xzf "$work/llama_cpp_python-$LLAMA_CPP_PYTHON.tar.gz" -C "$work" --wildcards "*/vendor/llama.cpp/vendor/*"
+    rm -rf "$out" && mv "$work/llama_cpp_python-$LLAMA_CPP_PYTHON/vendor/llama.cpp/vendor" "$out"
+    rm -rf "$work"
+  fi
+  echo "$out"
+}
+
+# Per module: its cgo settings, exported (the others build without cgo). CPU_FLAGS is part
+# of the stamp: a change rebuilds.
+CPU_FLAGS="-O3 -march=x86-64-v3"
+cgo_exports() {
+  case "$1" in
+    ollama) export CGO_ENABLED=1 CGO_CFLAGS="$CPU_FLAGS" CGO_CXXFLAGS="$CPU_FLAGS" CGO_CPPFLAGS="-I$(llama_vendor)" ;;
+  esac
+}
+
 build_module() {
   local name=$1 dir="$root/tools/$1"
   [ -f "$dir/go.mod" ] || { echo "build-go-tools: no module tools/$name" >&2; return 1; }
@@ -105,7 +140,8 @@ build_module() {
   tags=${s#tags=}; tags=${tags%% ldflags=*}
   ldflags=${s#*ldflags=}
   local key
-  key=$(cat "$dir/go.mod" "$dir/go.sum" <(echo "$s" "$(go version)" "$CGO_ENABLED") | sha256sum | cut -c1-16)
+  local native=; [ "$name" = ollama ] && native="$CPU_FLAGS $LLAMA_CPP_PYTHON"
+  key=$(cat "$dir/go.mod" "$dir/go.sum" <(echo "$s" "$(go version)" "$CGO_ENABLED" $native) | sha256sum | cut -c1-16)
   local programs
   programs=$(tools_of "$dir")
   local all_present=1 f
@@ -117,7 +153,11 @@ build_module() {
   local start=$SECONDS out p
   if [ -n "$programs" ]; then
     out=$(mktemp -d)
-    (cd "$dir" && go build -trimpath ${tags:+-tags "$tags"} -ldflags "$ldflags" -o "$out/" $programs)
+    (
+      cd "$dir"
+      cgo_exports "$name"
+      go build -trimpath ${tags:+-tags "$tags"} -ldflags "$ldflags" -o "$out/" $programs
+    )
     for p in "$out"/*; do
       # etcd's main package is its module root, go.etcd.io/etcd/server/v3: Go names it `server`.
       case "$(basename "$p")" in

@@ -23,8 +23,8 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::v1alpha1::Gateway;
 pub use crate::values::{
-    BufferFloatType, DistributedLlama, Downloader, Engine, Image, ModelCache, Promotion, ReaderConfig, Scaling,
-    ServiceAccountValues, TakeoffEngine,
+    BufferFloatType, DistributedLlama, Downloader, Engine, Image, ModelCache, OllamaEngine, OllamaModel,
+    OllamaRegistry, Promotion, ReaderConfig, Scaling, ServiceAccountValues, TakeoffEngine,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
@@ -59,6 +59,7 @@ const FULLNAME: &str = "(has(self.spec.fullnameOverride) && self.spec.fullnameOv
     category = "titanml",
     printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
     printcolumn(name = "Applications", type_ = "string", json_path = ".status.applicationsReady"),
+    printcolumn(name = "Models", type_ = "string", json_path = ".status.modelsReady", description = "Ollama models present in every replica that serves, of those listed"),
     printcolumn(name = "Line", type_ = "string", json_path = ".status.line", description = "The operator line serving the CR"),
     printcolumn(name = "Served-As", type_ = "string", json_path = ".status.servedAs", description = "The API version (contract) the CR is served as"),
     printcolumn(name = "Generation", type_ = "integer", json_path = ".metadata.generation", description = "The spec's generation"),
@@ -152,6 +153,9 @@ pub struct ModelOrchestraStatus {
     /// `<ready>/<total>` applications.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub applications_ready: Option<String>,
+    /// `<ready>/<listed>` models of the Ollama applications (absent without any).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub models_ready: Option<String>,
     /// Readiness per application (the gateway is not one).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub applications: BTreeMap<String, ApplicationStatus>,
@@ -192,10 +196,68 @@ pub struct ApplicationStatus {
     /// A distributed-llama group: its members and where they run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<GroupStatus>,
-    /// Where clients reach the application directly (a distributed-llama group's API; Takeoff
-    /// readers are reached through the gateway).
+    /// Where clients reach the application directly (a distributed-llama group's API, an
+    /// Ollama application's Service; Takeoff readers are reached through the gateway).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub address: Option<String>,
+    /// An Ollama application's models, in the order listed: where each stands in the
+    /// replicas that serve.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<PulledModelStatus>,
+}
+
+/// One model of an Ollama application, over the replicas that serve it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PulledModelStatus {
+    /// As listed (`smollm2:135m`).
+    pub name: String,
+    /// `Ready` once every replica holds it; `Failed` when a replica's pull failed (it is
+    /// retried with backoff, unless the model does not exist).
+    pub phase: PullPhase,
+    /// Bytes received so far, over the replicas pulling it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_bytes: Option<i64>,
+    /// Bytes to receive, over the replicas pulling it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_bytes: Option<i64>,
+    /// The model's manifest digest in the replicas that hold it (`sha256:…`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// Its size in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<i64>,
+    /// When a replica last finished pulling it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_pull_time: Option<Time>,
+    /// `<holding>/<replicas>`: the replicas that hold it, of those that serve.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub replicas: String,
+    /// Why it is not Ready (a pull's error, the bytes a stalled pull got, a registry that
+    /// does not answer).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum PullPhase {
+    /// No replica pulls it yet (none runs, or it waits its turn).
+    #[default]
+    Pending,
+    Pulling,
+    Ready,
+    Failed,
+}
+
+impl PullPhase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PullPhase::Pending => "Pending",
+            PullPhase::Pulling => "Pulling",
+            PullPhase::Ready => "Ready",
+            PullPhase::Failed => "Failed",
+        }
+    }
 }
 
 /// A distributed-llama group: a root and its workers, one per node.

@@ -367,8 +367,8 @@ pub struct Promotion {
 }
 
 /// An application's inference engine. Takeoff readers (registered with the gateway) unless
-/// `distributedLlama` is set, on the application or its template; `takeoff: {}` on an
-/// application keeps it a Takeoff application when the template chose distributed-llama.
+/// `distributedLlama` or `ollama` is set, on the application or its template; `takeoff: {}`
+/// on an application keeps it a Takeoff application when the template chose another.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Engine {
@@ -376,6 +376,76 @@ pub struct Engine {
     pub takeoff: Option<TakeoffEngine>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub distributed_llama: Option<DistributedLlama>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ollama: Option<OllamaEngine>,
+}
+
+/// The most models one Ollama application lists.
+pub const MAX_OLLAMA_MODELS: u32 = 32;
+
+/// An Ollama model name as Ollama users write it, without a registry host: `model`,
+/// `model:tag` or `namespace/model:tag` (the namespace defaults to `library`, the tag to
+/// `latest`). Parts are letters, digits, `.`, `_` and `-`, at most 80 characters each.
+pub const OLLAMA_MODEL_PATTERN: &str =
+    "^([a-zA-Z0-9][a-zA-Z0-9._-]{0,79}/)?[a-zA-Z0-9][a-zA-Z0-9._-]{0,79}(:[a-zA-Z0-9_][a-zA-Z0-9._-]{0,79})?$";
+
+/// Ollama (`ollama serve`, the official image by default): each replica serves the listed
+/// models behind the application's own Service (Ollama's API, and its OpenAI-compatible
+/// API under `/v1`). The operator pulls every listed model into every replica before the
+/// replica takes traffic (a readiness gate), pulls a model added to the list and deletes
+/// one removed from it without restarting pods, and reports each model in the status.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OllamaEngine {
+    /// The models the application serves (a list: an application's own replaces the
+    /// template's whole).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = MAX_OLLAMA_MODELS))]
+    #[schemars(extend("x-kubernetes-validations" = [{
+        "rule": "self.all(m, self.exists_one(n, n.name == m.name))",
+        "message": "a model is listed once"
+    }]))]
+    pub models: Option<Vec<OllamaModel>>,
+    /// Where the models are pulled from; Ollama's own registry (`registry.ollama.ai`)
+    /// when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registry: Option<OllamaRegistry>,
+    /// The image running `ollama serve` (a full reference).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// The port of Ollama's API: the container's and the Service's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: Option<i32>,
+    /// Seconds a pull may receive nothing before it is failed (with the bytes it got) and
+    /// retried with backoff.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 3600))]
+    pub stall_seconds: Option<i32>,
+}
+
+/// One model of an Ollama application.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OllamaModel {
+    /// As Ollama users write it: `smollm2:135m`, `qwen2:0.5b`, `library/gemma3:270m`.
+    #[schemars(length(min = 1, max = 250), regex(pattern = OLLAMA_MODEL_PATTERN))]
+    pub name: String,
+}
+
+/// A registry Ollama pulls models from (an OCI registry holding Ollama models, as
+/// `ollama push` writes them).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OllamaRegistry {
+    /// `host[:port]`, e.g. `registry.example.com` or `registry.kube-system.svc:5000`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253), regex(pattern = "^[a-zA-Z0-9]([a-zA-Z0-9.-]*[a-zA-Z0-9])?(:[0-9]{1,5})?$"))]
+    pub host: Option<String>,
+    /// Plain HTTP, and no check of a TLS certificate: for a private or loopback registry
+    /// only. A warning says so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub insecure: Option<bool>,
 }
 
 /// The Takeoff engine: readers behind the gateway, configured by `readerConfig`.

@@ -21,12 +21,14 @@
 //! `make cluster` (the `local-cluster` binary).
 
 pub mod audit;
+pub mod blobs;
 pub mod dns;
 pub mod forward;
 pub mod isolation;
 pub mod kubeconfig;
 pub mod node;
 pub mod nodes;
+pub mod ollama;
 pub mod pki;
 pub mod process;
 pub mod proxy;
@@ -154,6 +156,8 @@ pub struct Cluster {
     /// `127.0.0.1:<port>`, the same from the host and inside: the registry real nodes pull
     /// from (None without real nodes).
     pub registry: Option<String>,
+    /// The models registry Ollama pulls from (None without real nodes).
+    pub models_registry: Option<node::ModelsRegistry>,
     admin: CertPem,
     /// In start order; stopped in reverse.
     processes: Mutex<Vec<(&'static str, Supervised)>>,
@@ -363,9 +367,9 @@ impl Cluster {
         processes.push(("kwok", spawn_logged(kwok, &logs, "kwok")?));
 
         let mut real_nodes = Vec::new();
-        let mut registry = None;
+        let (mut registry, mut models_registry) = (None, None);
         if options.real_nodes == 1 {
-            let address = node::start(node::Context {
+            let started = node::start(node::Context {
                 isolation: &isolation,
                 pki: &pki,
                 dir: &dir,
@@ -377,7 +381,8 @@ impl Cluster {
                 forwarders: &mut forwarders,
             })
             .await?;
-            registry = Some(address);
+            registry = Some(started.registry);
+            models_registry = Some(started.models);
             real_nodes.push(REAL_NODE_NAME.to_string());
         }
 
@@ -391,6 +396,7 @@ impl Cluster {
             nodes: options.nodes.clone(),
             real_nodes,
             registry,
+            models_registry,
             admin,
             processes: Mutex::new(processes),
             provisioner: Mutex::new(Some(provisioner)),
@@ -489,6 +495,9 @@ impl Cluster {
         let mut forwarders = self.forwarders.lock().expect("forwarders lock");
         while let Some(mut f) = forwarders.pop() {
             f.stop();
+        }
+        if let Some(models) = &self.models_registry {
+            models.blobs.stop();
         }
         self.isolation.stop();
         if !self.keep_dir {

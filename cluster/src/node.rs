@@ -291,6 +291,25 @@ pub(crate) struct Context<'a> {
     pub forwarders: &'a mut Vec<Forwarder>,
 }
 
+/// What a real node's start leaves the cluster.
+pub(crate) struct Started {
+    /// The image registry, `127.0.0.1:<port>` on both sides.
+    pub registry: String,
+    pub models: ModelsRegistry,
+}
+
+/// The models registry (see [`crate::registry`]).
+pub struct ModelsRegistry {
+    /// For pods: `registry.kube-system.svc:5000`.
+    pub in_cluster: String,
+    /// For the node's own processes (in the cluster's namespace): `127.0.0.1:<port>`.
+    pub on_node: String,
+    /// Where models are pushed: the image registry.
+    pub push: String,
+    /// Its blob server, whose faults a test turns on.
+    pub blobs: crate::blobs::BlobServer,
+}
+
 /// The programs of a real node that come from the machine's packages (Debian's names).
 const MACHINE_PROGRAMS: [&str; 4] = ["containerd", "runc", "iptables", "docker-registry"];
 
@@ -314,10 +333,10 @@ pub(crate) fn check_programs() -> Result<(), Error> {
     Ok(())
 }
 
-/// Starts the real node: the cluster's registry (with the pause image pushed to it),
-/// CoreDNS, containerd, the kubelet and kube-proxy. Returns the registry's address; the
-/// caller waits for the node to be Ready.
-pub(crate) async fn start(ctx: Context<'_>) -> Result<String, Error> {
+/// Starts the real node: the cluster's registry (with the pause image pushed to it), the
+/// models registry and its blob server, CoreDNS, containerd, the kubelet and kube-proxy.
+/// The caller waits for the node to be Ready.
+pub(crate) async fn start(ctx: Context<'_>) -> Result<Started, Error> {
     let isolation = ctx.isolation;
     let free_port = || crate::process::free_port().map_err(|e| Error::io(Path::new("127.0.0.1:0"), e));
     let inside = |port: u16| SocketAddr::from((Ipv4Addr::LOCALHOST, port));
@@ -334,6 +353,31 @@ pub(crate) async fn start(ctx: Context<'_>) -> Result<String, Error> {
     ctx.forwarders
         .push(Forwarder::start(inside(port), inside(port), isolation.clone()).map_err(|e| Error::io(&config, e))?);
     crate::wait_http_ok(|| isolation.connect(inside(port)), "/v2/", "registry", ctx.logs).await?;
+
+    // The models registry: the same storage, blob downloads redirected to the blob server
+    // on the node's address (reachable from pods and from the node alike).
+    let blob_port = free_port()?;
+    let listener = isolation
+        .bind(SocketAddr::from((Ipv4Addr::UNSPECIFIED, blob_port)))
+        .map_err(|e| Error::io(Path::new("the blob server's port"), e))?;
+    let blobs = crate::blobs::BlobServer::start(listener, ctx.dir.join("registry"))
+        .map_err(|e| Error::io(Path::new("the blob server"), e))?;
+    let models_port = free_port()?;
+    let models_config = ctx.dir.join("models-registry.yml");
+    let blobs_url = format!("http://{}:{blob_port}", node.address);
+    std::fs::write(&models_config, registry::models_config(&ctx.dir.join("registry"), models_port, &blobs_url))
+        .map_err(|e| Error::io(&models_config, e))?;
+    let mut command = isolation.command(registry::program()?);
+    command.arg("serve").arg(&models_config);
+    ctx.processes.push(("models-registry", crate::spawn_logged(command, ctx.logs, "models-registry")?));
+    crate::wait_http_ok(|| isolation.connect(inside(models_port)), "/v2/", "models-registry", ctx.logs).await?;
+    registry::install_models_service(ctx.admin, node.address, models_port).await?;
+    let models = ModelsRegistry {
+        in_cluster: registry::models_address(),
+        on_node: format!("127.0.0.1:{models_port}"),
+        push: address.clone(),
+        blobs,
+    };
 
     // The pause image and the test pods' image, from our own static program.
     let program = tools::static_program("mo-pod")?;
@@ -402,7 +446,7 @@ pub(crate) async fn start(ctx: Context<'_>) -> Result<String, Error> {
     ctx.processes.push(("kube-proxy", crate::spawn_logged(command, ctx.logs, "kube-proxy")?));
 
     crate::wait_http_ok(|| isolation.connect(inside(ready)), "/ready", "coredns", ctx.logs).await?;
-    Ok(address)
+    Ok(Started { registry: address, models })
 }
 
 /// Polls `done` every 50 ms for up to a minute.

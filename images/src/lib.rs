@@ -216,3 +216,26 @@ pub fn pod_image(binary: &[u8], cmd: &[&str], user: &str) -> Image {
     };
     build(&config, &[vec![File { path: "mo-pod".into(), mode: 0o755, data: binary.to_vec() }]])
 }
+
+/// The Ollama image the tests and `make cluster` run (the official image's layout, FROM
+/// scratch): the static `ollama` built from its pinned Go module at `/bin/ollama`, `serve` by
+/// default on 0.0.0.0:11434, a CA bundle for registries over TLS, run as a non-root user.
+pub fn ollama_image(binary: &[u8], version: &str, ca_bundle: Option<&[u8]>) -> Image {
+    let config = ImageConfig {
+        labels: BTreeMap::from([
+            ("org.opencontainers.image.title".to_string(), "ollama".to_string()),
+            ("org.opencontainers.image.version".to_string(), version.to_string()),
+        ]),
+        entrypoint: Some(vec!["/bin/ollama".into()]),
+        cmd: Some(vec!["serve".into()]),
+        user: Some("65532:65532".into()),
+        env: std::iter::once("OLLAMA_HOST=0.0.0.0:11434".to_string())
+            .chain(ca_bundle.map(|_| "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt".to_string()))
+            .collect(),
+    };
+    let mut files = vec![File { path: "bin/ollama".into(), mode: 0o755, data: binary.to_vec() }];
+    if let Some(ca) = ca_bundle {
+        files.push(File { path: "etc/ssl/certs/ca-certificates.crt".into(), mode: 0o644, data: ca.to_vec() });
+    }
+    build(&config, &[files])
+}

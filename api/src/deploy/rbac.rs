@@ -41,6 +41,8 @@ pub fn cluster_role(name: &str) -> ClusterRole {
     // Pods of the rendered Deployments, read-only: why a pod is not scheduled or not
     // running belongs on the CR.
     rules.push(rule("", &["pods"], &["get", "list", "watch"]));
+    // An Ollama replica's models-ready condition (a readiness gate the operator decides).
+    rules.push(rule("", &["pods/status"], &["patch"]));
     // Whether any admission could refuse a creation the operator's validation passed
     // (`reconcile::admission`): metadata only, never changed.
     rules.push(rule("", &["resourcequotas", "limitranges"], &["list", "watch"]));
@@ -66,12 +68,13 @@ pub fn cluster_role(name: &str) -> ClusterRole {
 
 /// What an operator run outside the cluster (`make run`, the e2e tests) needs beyond
 /// [`cluster_role`]: `create` on `services/proxy`, to ask promotion candidates through the
-/// API server's service proxy. In the cluster it talks to gateways directly, so the
-/// installed ClusterRole leaves this out.
+/// API server's service proxy, and `create`/`get` on `pods/proxy`, to pull an Ollama
+/// replica's models through its pod proxy. In the cluster it talks to gateways and pods
+/// directly, so the installed ClusterRole leaves these out.
 pub fn out_of_cluster_role(name: &str) -> ClusterRole {
     ClusterRole {
         metadata: ObjectMeta { name: Some(name.to_string()), ..Default::default() },
-        rules: Some(vec![rule("", &["services/proxy"], &["create"])]),
+        rules: Some(vec![rule("", &["services/proxy"], &["create"]), rule("", &["pods/proxy"], &["create", "get"])]),
         ..Default::default()
     }
 }

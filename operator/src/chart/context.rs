@@ -53,6 +53,9 @@ struct Root<'a> {
     /// Render the gateway's ServiceMonitor.
     service_monitor: bool,
     gateway: &'a ComponentContext<'a>,
+    /// Whether the Takeoff gateway is rendered: not when every application is Ollama (it
+    /// routes only to Takeoff readers).
+    takeoff_gateway: bool,
     components: Components<'a, 'a>,
 }
 
@@ -102,6 +105,9 @@ struct ComponentContext<'a> {
     /// A distributed-llama group (its root and workers) instead of Takeoff readers.
     #[serde(skip_serializing_if = "Option::is_none")]
     dllama: Option<super::group::GroupContext>,
+    /// Ollama, behind the application's own Service, instead of Takeoff readers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ollama: Option<super::ollama::OllamaContext>,
     selector_labels: BTreeMap<String, String>,
     pod_labels: BTreeMap<String, String>,
     pod_annotations: BTreeMap<String, String>,
@@ -251,6 +257,8 @@ pub(super) struct Release<'a> {
     sa_name: String,
     values: &'a Model,
     gateway: ComponentContext<'a>,
+    /// Whether the Takeoff gateway is rendered: unless every application is Ollama.
+    takeoff_gateway: bool,
 }
 
 /// The applications of one shard, as the templates see them.
@@ -338,7 +346,9 @@ impl<'a> Release<'a> {
             if values.fullname_override.is_empty() { "metadata.name" } else { "spec.fullnameOverride" },
         )?;
         let gateway = gateway_component(values.rules, &values.gateway, &gateway_name, &common, &meta.app_version)?;
-        Ok(Release { release, namespace, chart, fullname, common, sa_name, values, gateway })
+        let takeoff_gateway = values.applications.is_empty()
+            || values.applications.iter().any(|a| !matches!(a.engine, EngineModel::Ollama(_)));
+        Ok(Release { release, namespace, chart, fullname, common, sa_name, values, gateway, takeoff_gateway })
     }
 
     pub(super) fn namespace(&self) -> &str {
@@ -397,8 +407,9 @@ impl<'a> Release<'a> {
             },
             service_monitor: values.gateway.export_prometheus_metrics,
             gateway: &self.gateway,
+            takeoff_gateway: self.takeoff_gateway,
             components: Components {
-                gateway: with_gateway.then_some(&self.gateway),
+                gateway: (with_gateway && self.takeoff_gateway).then_some(&self.gateway),
                 applications: &applications.contexts,
             },
         };
@@ -599,6 +610,7 @@ fn gateway_component<'a>(
         app: None,
         candidate: false,
         dllama: None,
+        ollama: None,
         selector_labels: m.selector,
         pod_labels: m.pod_labels,
         pod_annotations: m.pod_annotations,
@@ -658,8 +670,19 @@ enum Role<'r> {
 
 /// The revision of a rendered application: the hash of what its pods run.
 fn revision(c: &ComponentContext) -> String {
-    let identity =
-        serde_json::json!([c.image, c.env, c.config_yaml, c.pod_labels, c.pod_annotations, c.models_volume, c.values]);
+    let identity = match &c.ollama {
+        // What an Ollama replica runs: its pod, and the models pulled into it.
+        Some(o) => serde_json::json!([o, c.pod_labels, c.pod_annotations, c.values]),
+        None => serde_json::json!([
+            c.image,
+            c.env,
+            c.config_yaml,
+            c.pod_labels,
+            c.pod_annotations,
+            c.models_volume,
+            c.values
+        ]),
+    };
     hex_sha256(&identity.to_string())[..10].to_string()
 }
 
@@ -693,6 +716,9 @@ fn application_components<'a>(
         production.dllama = Some(super::group::group(app, d, base)?);
         return Ok(vec![production]);
     }
+    if let EngineModel::Ollama(o) = &app.engine {
+        as_ollama(&mut production, app, o, template_env);
+    }
     if app.promotion.is_none() {
         return Ok(vec![production]);
     }
@@ -700,6 +726,9 @@ fn application_components<'a>(
     let group = format!("verify-{rev}");
     let mut candidate =
         application_component(ctx, app, template_env, common, app_version, Role::Candidate { group: &group })?;
+    if let EngineModel::Ollama(o) = &app.engine {
+        as_ollama(&mut candidate, app, o, template_env);
+    }
     production.pod_annotations.insert(REVISION_ANNOTATION.into(), rev.clone());
     candidate.pod_annotations.insert(REVISION_ANNOTATION.into(), rev);
     Ok(vec![production, candidate])
@@ -787,6 +816,7 @@ fn application_component<'a>(
         app: Some(&app.key),
         candidate: !production,
         dllama: None,
+        ollama: None,
         selector_labels: m.selector,
         pod_labels: m.pod_labels,
         pod_annotations: m.pod_annotations,
@@ -802,6 +832,29 @@ fn application_component<'a>(
         progress_deadline_seconds: app.progress_deadline_seconds,
         values: pod_context(pod, resources, tolerations),
     })
+}
+
+/// Makes an application's context (or its candidate's) an Ollama one: no Takeoff
+/// configuration (its checksum would roll pods for nothing), no queue-based scaler (the
+/// gateway's queue is Takeoff's), and Ollama's container, Service and readiness gate.
+fn as_ollama(
+    c: &mut ComponentContext,
+    app: &ApplicationModel,
+    o: &crate::model::OllamaSettings,
+    template_env: &[EnvVar],
+) {
+    c.pod_annotations.remove(CONFIG_CHECKSUM_ANNOTATION);
+    c.scaler = None;
+    // The chart's default models volume is memory-backed, which would hold every model
+    // twice in memory (the file and the loaded weights): a disk one unless the user chose.
+    let chose_volume =
+        app.origin.own_set.contains(&"modelsVolume") || app.origin.template_set.contains(&"modelsVolume");
+    let base = super::ollama::OllamaBase {
+        service: c.meta.clone(),
+        env: application_env(&app.own_env, template_env, Vec::new()),
+        models_volume: if chose_volume { c.models_volume.as_deref() } else { None },
+    };
+    c.ollama = Some(super::ollama::ollama(app, o, base));
 }
 
 static RECREATE: std::sync::LazyLock<k8s_openapi::api::apps::v1::DeploymentStrategy> = std::sync::LazyLock::new(|| {
@@ -832,7 +885,7 @@ fn model_cache<'a>(
     // distributed-llama's files are named by the model with `-` written `_`.
     let model = match &app.engine {
         EngineModel::DistributedLlama(_) => super::group::model_dir_name(&model),
-        EngineModel::Takeoff => model,
+        EngineModel::Takeoff | EngineModel::Ollama(_) => model,
     };
     let mut env = vec![env_var(("MODEL_NAME", &model)), env_var(("MODELS_DIR", MODELS_DIR))];
     if let Some(secret) = &cache.token_secret {

@@ -11,7 +11,7 @@ use model_orchestra_api::names::{is_dns_label, MAX_LABEL};
 
 /// An object's name and labels, as the `metadata` partial prints them (a small object,
 /// because Handlebars clones a partial's context).
-#[derive(Serialize)]
+#[derive(Serialize, Clone)]
 pub(super) struct Meta {
     pub(super) name: String,
     pub(super) labels: BTreeMap<String, String>,

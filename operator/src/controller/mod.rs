@@ -6,6 +6,8 @@
 mod admission;
 mod children;
 mod compact;
+mod engine_models;
+mod models;
 mod pods;
 mod prober;
 mod reconciler;
@@ -252,6 +254,9 @@ async fn run_controller(
     let (concurrency, read_at) = (settings.concurrency, served.read_at);
     let (prober, woken) = prober::Prober::new(probes.clone(), prober::Route::detect(), metrics.clone());
     let woken = futures::stream::unfold(woken, |mut rx| async move { rx.recv().await.map(|r| (r, rx)) });
+    // A model pull's progress reconciles its CR (Ollama applications).
+    let (puller, pulled) = models::Puller::new(probes.clone(), prober::Route::detect());
+    let pulled = futures::stream::unfold(pulled, |mut rx| async move { rx.recv().await.map(|r| (r, rx)) });
     let admission = admission::AdmissionWatch::default();
     let admission_task = tokio::spawn(admission.clone().run(client.clone(), namespace.map(str::to_string)));
     let view = reconciler::ClusterView {
@@ -261,6 +266,7 @@ async fn run_controller(
         served: served.kinds,
         read_at,
         prober,
+        puller,
         admission,
     };
     let ctx = Arc::new(Context::new(view, chart, settings.clone(), metrics, recorder));
@@ -320,6 +326,7 @@ async fn run_controller(
     );
     // A probe's result reconciles its CR (verified promotion).
     controller = controller.reconcile_on(woken);
+    controller = controller.reconcile_on(pulled);
     let ready_ctx = ctx.clone();
     let controller = controller.graceful_shutdown_on(stop).run(reconcile, error_policy, ctx);
     tokio::pin!(controller);

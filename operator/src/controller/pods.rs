@@ -12,7 +12,8 @@ use kube::{Api, Client};
 
 use super::compact::CachedPod;
 use crate::chart::{
-    Component, COMPONENT_LABEL, INSTANCE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, POD_INDEX_LABEL, ROLE_LABEL,
+    Component, COMPONENT_LABEL, INSTANCE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, MODELS_READY_CONDITION, POD_INDEX_LABEL,
+    ROLE_LABEL,
 };
 use crate::reconcile::group::{self, Member, WORKERS_ANNOTATION};
 use crate::reconcile::pod_health::{newness, pod_problem, PodProblem};
@@ -41,7 +42,8 @@ pub(super) fn watch(client: &Client, namespace: Option<&str>) -> (Pods, PodStrea
 }
 
 /// Keeps the identity labels (a group member's role and ordinal too), the node, the
-/// scheduling and readiness conditions and the containers' waiting states.
+/// scheduling and readiness conditions (an Ollama replica's models-ready one too), the
+/// address and the containers' waiting states.
 fn slim(pod: &mut CachedPod) {
     let meta = &mut pod.metadata;
     meta.managed_fields = None;
@@ -59,7 +61,7 @@ fn slim(pod: &mut CachedPod) {
             .conditions
             .into_iter()
             .flatten()
-            .filter(|c| c.type_ == "PodScheduled" || c.type_ == "Ready")
+            .filter(|c| c.type_ == "PodScheduled" || c.type_ == "Ready" || c.type_ == MODELS_READY_CONDITION)
             .map(|c| PodCondition { last_probe_time: None, last_transition_time: None, ..c });
         let mut containers = status.container_statuses.unwrap_or_default();
         for c in &mut containers {
@@ -74,6 +76,7 @@ fn slim(pod: &mut CachedPod) {
             conditions: Some(scheduled.collect()),
             container_statuses: Some(containers),
             phase: status.phase,
+            pod_ip: status.pod_ip,
             ..Default::default()
         });
     }
@@ -114,6 +117,16 @@ impl Pods {
     pub(super) fn members(&self, namespace: &str, release: &str, component: &Component) -> Vec<Member> {
         let Some(label) = component.label_value() else { return Vec::new() };
         self.labelled(namespace, release, &label).filter_map(|p| group::member(&p)).collect()
+    }
+
+    /// The pods of `component` of the release `release` in `namespace` that run (phase
+    /// Running, not being deleted).
+    pub(super) fn running(&self, namespace: &str, release: &str, component: &Component) -> Vec<Pod> {
+        let Some(label) = component.label_value() else { return Vec::new() };
+        self.labelled(namespace, release, &label)
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+            .collect()
     }
 
     /// The newest pod of the model download of `application` (component

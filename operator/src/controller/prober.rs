@@ -133,6 +133,11 @@ impl Prober {
         self.running.lock().expect("prober lock").remove(&(key.to_string(), app.to_string()));
     }
 
+    /// Stops the verifications of CRs not in `live` (keys).
+    pub(crate) fn retain_crs(&self, live: &std::collections::HashSet<String>) {
+        self.running.lock().expect("prober lock").retain(|(k, _), _| live.contains(k));
+    }
+
     /// Stops every verification of the CR `key`.
     pub(crate) fn stop_all(&self, key: &str) {
         self.running.lock().expect("prober lock").retain(|(k, _), _| k != key);

@@ -58,6 +58,8 @@ pub(super) struct ClusterView {
     pub read_at: ApiVersion,
     /// Asks candidates the success prompt.
     pub prober: Prober,
+    /// Pulls Ollama applications' models into their replicas.
+    pub puller: super::models::Puller,
     /// What admission the cluster configures (which creations need a dry run).
     pub admission: AdmissionWatch,
 }
@@ -70,6 +72,7 @@ pub(super) struct Context {
     pub served: Vec<Kind>,
     pub read_at: ApiVersion,
     pub(super) prober: Prober,
+    pub(super) puller: super::models::Puller,
     admission: AdmissionWatch,
     /// Which kinds RBAC lets the operator create where.
     permissions: Permissions,
@@ -124,7 +127,7 @@ impl Context {
         metrics: Arc<Metrics>,
         recorder: Recorder,
     ) -> Self {
-        let ClusterView { client, caches, pods, served, read_at, prober, admission } = view;
+        let ClusterView { client, caches, pods, served, read_at, prober, puller, admission } = view;
         let backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(300));
         Context {
             client,
@@ -133,6 +136,7 @@ impl Context {
             served,
             read_at,
             prober,
+            puller,
             admission,
             permissions: Permissions::default(),
             status_writes: Mutex::new(HashMap::new()),
@@ -151,6 +155,7 @@ impl Context {
         self.memory.lock().expect("memory lock").remove(key);
         self.status_writes.lock().expect("status lock").remove(key);
         self.prober.stop_all(key);
+        self.puller.forget(key);
         self.backoff.succeeded(key);
         self.update_tracked();
     }
@@ -159,6 +164,8 @@ impl Context {
     /// deletions).
     pub(super) fn forget_all_but(&self, live: &std::collections::HashSet<String>) {
         self.memory.lock().expect("memory lock").retain(|k, _| live.contains(k));
+        self.prober.retain_crs(live);
+        self.puller.retain_crs(live);
         self.status_writes.lock().expect("status lock").retain(|k, _| live.contains(k));
         self.unserved.lock().expect("unserved lock").retain(|k, _| live.contains(k));
         self.backoff.retain(|k| live.contains(k));
@@ -234,6 +241,8 @@ struct AppliedState {
     held: Vec<Planned>,
     /// Each distributed-llama group, as its root was last gated.
     groups: BTreeMap<String, Group>,
+    /// The Ollama applications, whose replicas are synced on every reconcile.
+    ollama: super::engine_models::OllamaApps,
     at: Instant,
 }
 
@@ -549,6 +558,7 @@ async fn reconcile_routed(cr: &Cr<'_>, ctx: &Context) -> Result<(Action, Changes
         SinceLastApply::Unchanged(state) => {
             let all: Vec<Planned> = state.objects.iter().chain(&state.held).cloned().collect();
             let mut observed = observe(ctx, cr, &all, &BTreeMap::new(), &state.refresh, &state.groups);
+            observed.pulls = sync_models(ctx, cr, &state.ollama).await;
             observed.warnings = state.warnings.clone();
             observed.promotions = state.promotions.clone();
             let status = report_applied(ctx, cr, observed, state.hash).await?;
@@ -559,7 +569,7 @@ async fn reconcile_routed(cr: &Cr<'_>, ctx: &Context) -> Result<(Action, Changes
         SinceLastApply::CacheBehind => return Ok((Action::requeue(Duration::from_secs(1)), Changes::default())),
         SinceLastApply::Changed => {}
     }
-    let Prepared { plan, refresh, warnings, promotions, groups } = render_and_plan(cr, ctx)?;
+    let Prepared { plan, refresh, warnings, promotions, groups, ollama } = render_and_plan(cr, ctx)?;
     let admission = ctx.admission.admission(&cr.namespace);
     if admission == admission::Admission::Open {
         let kinds = plan.objects.iter().map(|o| o.kind).collect();
@@ -593,6 +603,7 @@ async fn reconcile_routed(cr: &Cr<'_>, ctx: &Context) -> Result<(Action, Changes
     let held: Vec<Planned> = promotions.held.iter().map(held).collect();
     let all: Vec<Planned> = objects.iter().chain(&held).cloned().collect();
     let mut observed = observe(ctx, cr, &all, &deployments, &refresh, &groups);
+    observed.pulls = sync_models(ctx, cr, &ollama).await;
     observed.warnings = warnings.clone();
     observed.promotions = promotions.statuses.clone();
     let state = AppliedState {
@@ -607,6 +618,7 @@ async fn reconcile_routed(cr: &Cr<'_>, ctx: &Context) -> Result<(Action, Changes
         promotions: promotions.statuses,
         held,
         groups,
+        ollama,
         at: Instant::now(),
     };
     ctx.remember(cr.key.clone(), state);
@@ -666,6 +678,7 @@ struct Prepared {
     warnings: Vec<String>,
     promotions: Promotions,
     groups: BTreeMap<String, Group>,
+    ollama: super::engine_models::OllamaApps,
 }
 
 /// Parses the CR strictly as the version this line serves, renders every object and plans
@@ -712,7 +725,15 @@ fn render_and_plan(cr: &Cr, ctx: &Context) -> Result<Prepared, ReconcileError> {
         return Err(ReconcileError::Unserved(unserved.join(", ")));
     }
     let warnings = rendered.warnings.iter().map(ToString::to_string).collect();
-    Ok(Prepared { plan, refresh, warnings, promotions, groups })
+    let ollama = stack
+        .applications
+        .iter()
+        .filter_map(|a| match &a.engine {
+            crate::model::EngineModel::Ollama(o) => Some((a.key.clone(), o.clone())),
+            _ => None,
+        })
+        .collect();
+    Ok(Prepared { plan, refresh, warnings, promotions, groups, ollama })
 }
 
 fn held(h: &Held) -> Planned {
@@ -966,6 +987,21 @@ fn planned(o: &PlannedObject, applied: &DynamicObject) -> Planned {
     }
 }
 
+/// The Ollama applications' replicas synced (see [`super::engine_models`]): their models
+/// for the status.
+async fn sync_models(
+    ctx: &Context,
+    cr: &Cr<'_>,
+    apps: &super::engine_models::OllamaApps,
+) -> BTreeMap<String, Vec<model_orchestra_api::v1alpha2::PulledModelStatus>> {
+    if apps.is_empty() {
+        ctx.puller.forget(&cr.key);
+        return BTreeMap::new();
+    }
+    let reference = ObjectRef::new_with(&cr.name, ctx.cr_resource()).within(&cr.namespace);
+    super::engine_models::sync(ctx, &reference, &cr.key, cr.refresh_annotation.as_deref(), apps, &cr.previous).await
+}
+
 /// Readiness per component, from the Deployments just applied (their response carries
 /// status) or the cache, with the pods' problems; and the gateway Service's address.
 fn observe(
@@ -1024,12 +1060,14 @@ fn observe(
             _ => {}
         }
     }
-    // A group's API is the Service named as its root (the workers' is headless).
+    observed.no_gateway = !objects.iter().any(|o| o.kind == Kind::Deployment && o.component == Component::Gateway);
+    // An application with a Service of its own (a group's API, named as its root; an Ollama
+    // application's) is reached there.
     let roots: Vec<(&str, &Component)> =
         objects.iter().filter(|o| o.kind == Kind::Deployment).map(|o| (o.name.as_str(), &o.component)).collect();
     for o in objects.iter().filter(|o| o.kind == Kind::Service && roots.contains(&(o.name.as_str(), &o.component))) {
         let Component::Application(app) = &o.component else { continue };
-        if let (true, Some(h)) = (groups.contains_key(app), observed.applications.get_mut(app)) {
+        if let Some(h) = observed.applications.get_mut(app) {
             h.replicas.address = Some(format!("{}.{}.svc:{}", o.name, cr.namespace, o.port.unwrap_or(80)));
         }
     }

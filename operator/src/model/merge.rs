@@ -11,7 +11,8 @@ use serde_json::Value;
 use model_orchestra_api::kinds::keda::{Advanced, Fallback, HpaConfig, ScalingModifiers};
 use model_orchestra_api::values::{
     DistributedLlama, DllamaDownloader, Downloader, Engine, GatewayConfig, Image, IngressValues, MetricTarget,
-    ModelCache, Promotion, ReaderConfig, Scaling, ScalingSpec, ServiceAccountValues, ServiceValues,
+    ModelCache, OllamaEngine, OllamaRegistry, Promotion, ReaderConfig, Scaling, ScalingSpec, ServiceAccountValues,
+    ServiceValues,
 };
 
 /// Merging `overlay` into `self`, as Helm merges values.
@@ -204,7 +205,9 @@ fields! {
     ScalingModifiers { formula, target, activation_target, metric_type }
     ModelCache { enabled, size, storage_class_name, access_modes, downloader }
     Downloader { image, command, env, token_secret, backoff_limit }
-    Engine { takeoff, distributed_llama }
+    Engine { takeoff, distributed_llama, ollama }
+    OllamaEngine { models, registry, image, port, stall_seconds }
+    OllamaRegistry { host, insecure }
     DistributedLlama { nodes, image, nthreads, buffer_float_type, max_seq_len, port, downloader }
     DllamaDownloader { image, command }
     Promotion {

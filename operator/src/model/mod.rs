@@ -165,6 +165,40 @@ pub enum EngineModel {
     Takeoff,
     /// A distributed-llama group.
     DistributedLlama(DllamaSettings),
+    /// Ollama, behind the application's own Service.
+    Ollama(OllamaSettings),
+}
+
+impl EngineModel {
+    /// Whether the application's pods are Takeoff readers (which the Takeoff gateway routes to).
+    pub fn is_takeoff(&self) -> bool {
+        matches!(self, EngineModel::Takeoff)
+    }
+}
+
+/// An Ollama application's engine, resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OllamaSettings {
+    /// The models as written (`smollm2:135m`), in the order listed.
+    pub models: Vec<String>,
+    /// `host[:port]` of the registry the models come from; empty: Ollama's own.
+    pub registry: String,
+    pub insecure: bool,
+    pub image: String,
+    pub port: i32,
+    pub stall_seconds: i32,
+}
+
+impl OllamaSettings {
+    /// The name Ollama pulls a model as: the registry's host in front when one is set
+    /// (`registry.example.com:5000/library/smollm2:135m`), the name as written otherwise.
+    pub fn pull_name(&self, model: &str) -> String {
+        if self.registry.is_empty() {
+            return model.to_string();
+        }
+        let with_namespace = if model.contains('/') { model.to_string() } else { format!("library/{model}") };
+        format!("{}/{with_namespace}", self.registry)
+    }
 }
 
 /// A distributed-llama group, resolved.

@@ -11,8 +11,8 @@ use super::merge::Merge;
 use super::values::{ApplicationValues, GatewayValues, Values};
 use super::{
     ApplicationModel, ContractRules, DllamaSettings, EngineModel, GatewayModel, ImageSettings, IngressSettings, Model,
-    ModelCacheSettings, Origin, PodSettings, PromotionSettings, ScalingSettings, ServiceAccountSettings,
-    ServiceSettings,
+    ModelCacheSettings, OllamaSettings, Origin, PodSettings, PromotionSettings, ScalingSettings,
+    ServiceAccountSettings, ServiceSettings,
 };
 use crate::error::RenderError;
 
@@ -32,8 +32,8 @@ pub fn resolve(defaults: &Values, spec: &Values, rules: &'static ContractRules) 
     let applications = applications
         .into_iter()
         .map(|(key, own)| {
-            let dllama = chooses_distributed_llama(template_engine, own.engine.as_ref());
-            resolve_application(&template, &template_set, key, own, dllama)
+            let engine = chosen_engine(template_engine, own.engine.as_ref());
+            resolve_application(&template, &template_set, key, own, engine)
         })
         .collect::<Result<Vec<_>, _>>()?;
     let gateway_set = spec.gateway.as_ref().map(GatewayValues::set_fields).unwrap_or_default();
@@ -187,15 +187,39 @@ fn resolve_gateway(g: GatewayValues, own_set: Vec<&'static str>) -> Result<Gatew
     })
 }
 
-/// Whether an application is a distributed-llama group: its own `engine` decides, else the
-/// one the user's template sets (the chart's defaults choose nothing).
-fn chooses_distributed_llama(template: Option<&Engine>, own: Option<&Engine>) -> bool {
-    let choice = |e: &Engine| match (&e.takeoff, &e.distributed_llama) {
-        (Some(_), _) => Some(false),
-        (None, Some(_)) => Some(true),
-        (None, None) => None,
+/// An application's engine, as chosen by the user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Chosen {
+    Takeoff,
+    DistributedLlama,
+    Ollama,
+}
+
+/// The engine an application runs: its own `engine` decides, else the one the user's
+/// template sets (the chart's defaults choose nothing); Takeoff when neither does.
+fn chosen_engine(template: Option<&Engine>, own: Option<&Engine>) -> Chosen {
+    let choice = |e: &Engine| match (&e.takeoff, &e.distributed_llama, &e.ollama) {
+        (Some(_), _, _) => Some(Chosen::Takeoff),
+        (None, Some(_), _) => Some(Chosen::DistributedLlama),
+        (None, None, Some(_)) => Some(Chosen::Ollama),
+        (None, None, None) => None,
     };
-    own.and_then(choice).or_else(|| template.and_then(choice)).unwrap_or(false)
+    own.and_then(choice).or_else(|| template.and_then(choice)).unwrap_or(Chosen::Takeoff)
+}
+
+/// The Ollama settings (`values.yaml` ← template ← own, key by key; the models list whole).
+fn ollama(engine: Option<Engine>) -> Result<OllamaSettings, RenderError> {
+    let o = engine.and_then(|e| e.ollama).unwrap_or_default();
+    let at = "applicationTemplate.engine.ollama";
+    let registry = o.registry.unwrap_or_default();
+    Ok(OllamaSettings {
+        models: required(o.models, &format!("{at}.models"))?.into_iter().map(|m| m.name).collect(),
+        registry: registry.host.unwrap_or_default(),
+        insecure: required(registry.insecure, &format!("{at}.registry.insecure"))?,
+        image: required(o.image, &format!("{at}.image"))?,
+        port: required(o.port, &format!("{at}.port"))?,
+        stall_seconds: required(o.stall_seconds, &format!("{at}.stallSeconds"))?,
+    })
 }
 
 /// The group settings (`values.yaml` ← template ← own, key by key).
@@ -220,7 +244,7 @@ fn resolve_application(
     template_set: &[&'static str],
     key: String,
     own: ApplicationValues,
-    distributed_llama: bool,
+    chosen: Chosen,
 ) -> Result<ApplicationModel, RenderError> {
     let own_env = own.env.clone().unwrap_or_default();
     let origin = Origin {
@@ -236,8 +260,11 @@ fn resolve_application(
     let models_volume = a.models_volume.clone();
     let (strategy, progress_deadline_seconds) = (a.strategy.clone(), a.progress_deadline_seconds);
     let promotion = promotion(a.promotion.clone())?;
-    let engine =
-        if distributed_llama { EngineModel::DistributedLlama(dllama(a.engine.clone())?) } else { EngineModel::Takeoff };
+    let engine = match chosen {
+        Chosen::Takeoff => EngineModel::Takeoff,
+        Chosen::DistributedLlama => EngineModel::DistributedLlama(dllama(a.engine.clone())?),
+        Chosen::Ollama => EngineModel::Ollama(ollama(a.engine.clone())?),
+    };
     // A group keeps its model in the cache (only its root reads it), downloaded in
     // distributed-llama's format.
     let model_cache = match &engine {
@@ -252,6 +279,8 @@ fn resolve_application(
             }
             cache
         }
+        // Ollama pulls its models itself (a validation error says so when a cache is enabled).
+        EngineModel::Ollama(_) => None,
         EngineModel::Takeoff => model_cache(a.model_cache.clone())?,
     };
     let pod = pod_settings!(a, "applicationTemplate");

@@ -51,6 +51,8 @@ pub(crate) enum Reason {
     /// An application's model download failed (its Job's and pod's message); nothing else
     /// is torn down.
     ModelDownloadFailed,
+    /// A model of an Ollama application could not be pulled into a replica.
+    ModelPullFailed,
     /// The spec fails the operator's own validation: nothing applied or pruned.
     RenderFailed,
     /// The API server refused an object in a dry run (schema, admission policy): nothing
@@ -78,6 +80,7 @@ impl Reason {
             Reason::Verifying => "Verifying",
             Reason::PromotionFailed => "PromotionFailed",
             Reason::ModelDownloadFailed => "ModelDownloadFailed",
+            Reason::ModelPullFailed => "ModelPullFailed",
             Reason::RenderFailed => "RenderFailed",
             Reason::Invalid => "Invalid",
             Reason::Forbidden => "Forbidden",

@@ -117,7 +117,7 @@ fn groups(stack: &crate::model::Model, live: &impl Live) -> BTreeMap<String, Gro
                 let members = live.members(&Component::Application(app.key.clone()));
                 Some((app.key.clone(), Group { nodes: d.nodes, gate: group::gate(d.nodes, &members) }))
             }
-            crate::model::EngineModel::Takeoff => None,
+            crate::model::EngineModel::Takeoff | crate::model::EngineModel::Ollama(_) => None,
         })
         .collect()
 }

@@ -12,6 +12,7 @@ pub(crate) mod model;
 pub(crate) mod plan;
 pub(crate) mod pod_health;
 pub(crate) mod promotion;
+pub(crate) mod pulls;
 pub mod routing;
 pub(crate) mod status;
 

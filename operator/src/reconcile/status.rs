@@ -15,6 +15,7 @@ pub(crate) use super::pod_health::PodProblem;
 // leaves those out, so it writes exactly the v1alpha1 status.
 use model_orchestra_api::v1alpha2::{
     ApplicationStatus, ModelOrchestraStatus, ModelPhase, ModelRefresh, ModelStatus, PromotionPhase, PromotionStatus,
+    PullPhase, PulledModelStatus,
 };
 
 /// How far the reconcile got.
@@ -83,6 +84,10 @@ pub(crate) struct Observed {
     pub warnings: Vec<String>,
     /// Each application's verified promotion, when it has one.
     pub promotions: BTreeMap<String, PromotionStatus>,
+    /// Each Ollama application's models, over the replicas that serve.
+    pub pulls: BTreeMap<String, Vec<PulledModelStatus>>,
+    /// No Takeoff gateway is rendered (every application is Ollama): it is not waited for.
+    pub no_gateway: bool,
 }
 
 /// Readiness of one component from its Deployment (replicas may be owned by an autoscaler,
@@ -177,6 +182,25 @@ fn verdicts(outcome: &Outcome) -> [Verdict; 3] {
                     (true, Reason::ModelDownloadFailed, m),
                 ];
             }
+            let pull_failed: Vec<String> = observed
+                .pulls
+                .iter()
+                .flat_map(|(app, models)| {
+                    models
+                        .iter()
+                        .filter(|m| m.phase == PullPhase::Failed)
+                        .map(move |m| format!("{app}: {}: {}", m.name, m.message))
+                })
+                .collect();
+            if !pull_failed.is_empty() {
+                let m = format!("model pull failed: {}", pull_failed.join("; "));
+                return [
+                    (false, Reason::ModelPullFailed, m.clone()),
+                    // Retried with backoff: the CR is not settled.
+                    (true, Reason::ModelPullFailed, m.clone()),
+                    (true, Reason::ModelPullFailed, m),
+                ];
+            }
             let refused: Vec<String> = observed
                 .promotions
                 .iter()
@@ -217,16 +241,31 @@ fn verdicts(outcome: &Outcome) -> [Verdict; 3] {
 /// `(Ready, Progressing, Degraded)` of a CR whose objects are all applied.
 fn applied_verdicts(observed: &Observed) -> [Verdict; 3] {
     let model_waiting = |app: &str| observed.models.get(app).filter(|d| d.phase != ModelPhase::Ready);
+    let pulls_waiting = |app: &str| {
+        let models = observed.pulls.get(app).map(Vec::as_slice).unwrap_or_default();
+        let waiting: Vec<String> = models
+            .iter()
+            .filter(|m| m.phase != PullPhase::Ready)
+            .map(|m| match (m.completed_bytes, m.total_bytes) {
+                (Some(c), Some(t)) if t > 0 => format!("model {} {} {c}/{t} bytes", m.name, m.phase.as_str()),
+                _ if !m.message.is_empty() => format!("model {} {}: {}", m.name, m.phase.as_str(), m.message),
+                _ => format!("model {} {}", m.name, m.phase.as_str()),
+            })
+            .collect();
+        (!waiting.is_empty()).then(|| waiting.join(", "))
+    };
     let verifying = |app: &str| observed.promotions.get(app).filter(|p| p.phase == PromotionPhase::Verifying);
-    let app_ready =
-        |app: &str, h: &Health| h.replicas.ready && model_waiting(app).is_none() && verifying(app).is_none();
-    let components = std::iter::once(("gateway", &observed.gateway))
-        .chain(observed.applications.iter().map(|(k, v)| (k.as_str(), v)));
+    let app_ready = |app: &str, h: &Health| {
+        h.replicas.ready && model_waiting(app).is_none() && verifying(app).is_none() && pulls_waiting(app).is_none()
+    };
+    let gateway = (!observed.no_gateway).then_some(("gateway", &observed.gateway));
+    let components = gateway.into_iter().chain(observed.applications.iter().map(|(k, v)| (k.as_str(), v)));
     let waiting: Vec<(&str, &Health)> = components.filter(|(name, h)| !app_ready(name, h)).collect();
     let ready_apps = observed.applications.iter().filter(|(k, h)| app_ready(k, h)).count();
     let fine = (false, Reason::AsExpected, "all objects applied".to_string());
     if waiting.is_empty() {
-        let m = format!("{ready_apps}/{} applications and the gateway are ready", observed.applications.len());
+        let and_gateway = if observed.no_gateway { "" } else { " and the gateway" };
+        let m = format!("{ready_apps}/{} applications{and_gateway} are ready", observed.applications.len());
         return [(true, Reason::Ready, m.clone()), (false, Reason::Ready, m), fine];
     }
     // A pod's own problem (the scheduler's message, a container that cannot start) says
@@ -273,10 +312,11 @@ fn applied_verdicts(observed: &Observed) -> [Verdict; 3] {
     }
     let described: Vec<String> = waiting
         .iter()
-        .map(|(name, h)| match (verifying(name), model_waiting(name)) {
-            (Some(p), _) => format!("{name} (verifying revision {}: {})", p.revision, p.message),
-            (None, Some(d)) => format!("{name} (model {}: {})", d.phase.as_str(), d.message),
-            (None, None) => format!("{name} ({})", why(h)),
+        .map(|(name, h)| match (verifying(name), model_waiting(name), pulls_waiting(name)) {
+            (Some(p), _, _) => format!("{name} (verifying revision {}: {})", p.revision, p.message),
+            (None, Some(d), _) => format!("{name} (model {}: {})", d.phase.as_str(), d.message),
+            (None, None, Some(pulls)) => format!("{name} ({pulls})"),
+            (None, None, None) => format!("{name} ({})", why(h)),
         })
         .collect();
     let m = format!("waiting for {}", described.join(", "));
@@ -329,8 +369,12 @@ pub(crate) fn next_status(r: &Report) -> ModelOrchestraStatus {
                     .map(|d| model_status(r.previous.applications.get(k).and_then(|a| a.model.as_ref()), d, r.now));
                 let promotion = observed.promotions.get(k).cloned();
                 let verified = promotion.as_ref().is_none_or(|p| p.phase == PromotionPhase::Promoted);
-                let ready = h.replicas.ready && verified && model.as_ref().is_none_or(|m| m.phase == ModelPhase::Ready);
-                (k.clone(), ApplicationStatus { ready, model, promotion, ..h.replicas.clone() })
+                let models = observed.pulls.get(k).cloned().unwrap_or_default();
+                let ready = h.replicas.ready
+                    && verified
+                    && model.as_ref().is_none_or(|m| m.phase == ModelPhase::Ready)
+                    && models.iter().all(|m| m.phase == PullPhase::Ready);
+                (k.clone(), ApplicationStatus { ready, model, promotion, models, ..h.replicas.clone() })
             })
             .collect();
         next.applications_ready = Some(format!("{}/{}", apps.values().filter(|a| a.ready).count(), apps.len()));
@@ -340,6 +384,7 @@ pub(crate) fn next_status(r: &Report) -> ModelOrchestraStatus {
                 next.model_refresh = Some(ModelRefresh { value: value.to_string(), completed_at: r.now.clone() });
             }
         }
+        next.models_ready = super::pulls::models_ready(apps.values().map(|a| a.models.as_slice()));
         next.applications = apps;
         next.gateway_address = observed.gateway_address.clone();
         next.applied_hash = Some(hash.clone());
@@ -375,6 +420,9 @@ pub(crate) fn only_progress(previous: &ModelOrchestraStatus, next: &ModelOrchest
         }
         for a in s.applications.values_mut() {
             (a.ready_replicas, a.ready) = (0, false);
+            for m in &mut a.models {
+                (m.completed_bytes, m.total_bytes) = (None, None);
+            }
         }
         s
     };

@@ -1,18 +1,22 @@
 //! What an application's engine allows: a distributed-llama group is one group of `nodes`
 //! members (a power of two) whose root alone serves and reads the model from the model
-//! cache, so the settings of Takeoff's replicas that would be silently ignored are refused
-//! instead, each naming its field and the fix.
+//! cache; Ollama pulls the models it lists itself and is reached through its own Service.
+//! The settings of Takeoff's replicas that would be silently ignored are refused instead,
+//! each naming its field and the fix.
 
-use model_orchestra_api::values::BufferFloatType;
+use model_orchestra_api::values::{BufferFloatType, OLLAMA_MODEL_PATTERN};
 
 use crate::error::InputError;
-use crate::model::{ApplicationModel, EngineModel, Values};
+use crate::model::{ApplicationModel, EngineModel, OllamaSettings, Values};
 
 /// The group sizes distributed-llama runs: its layers are split in powers of two.
 const GROUP_SIZES: [i32; 7] = [1, 2, 4, 8, 16, 32, 64];
 
 /// The errors of one application's engine.
 pub(super) fn errors(app: &ApplicationModel, written: &Values, out: &mut Vec<InputError>) {
+    if let EngineModel::Ollama(o) = &app.engine {
+        return ollama_errors(app, o, written, out);
+    }
     let EngineModel::DistributedLlama(d) = &app.engine else { return };
     let origin = &app.origin;
     if !GROUP_SIZES.contains(&d.nodes) {
@@ -69,8 +73,70 @@ pub(super) fn errors(app: &ApplicationModel, written: &Values, out: &mut Vec<Inp
     }
 }
 
-/// What a group is legal with but almost certainly wrong.
+/// The errors of an Ollama application.
+fn ollama_errors(app: &ApplicationModel, o: &OllamaSettings, written: &Values, out: &mut Vec<InputError>) {
+    let origin = &app.origin;
+    let models_at = format!("{}.ollama.models", origin.path("engine"));
+    if o.models.is_empty() {
+        out.push(InputError::new(
+            &models_at,
+            "an Ollama application serves the models it lists: list at least one, e.g. `models: [{name: smollm2:135m}]`",
+        ));
+    }
+    let pattern = regex::Regex::new(OLLAMA_MODEL_PATTERN).expect("the model name pattern compiles");
+    for (i, model) in o.models.iter().enumerate() {
+        if model.len() > 250 || !pattern.is_match(model) {
+            out.push(InputError::new(
+                format!("{models_at}[{i}].name"),
+                format!(
+                    "`{}` is not an Ollama model name: `model`, `model:tag` or `namespace/model:tag`, of letters, digits, `.`, `_` and `-` (the registry goes in engine.ollama.registry.host)",
+                    model.escape_debug()
+                ),
+            ));
+        }
+        if o.models[..i].contains(model) {
+            out.push(InputError::new(format!("{models_at}[{i}].name"), format!("`{model}` is listed twice")));
+        }
+    }
+    if written_cache_enabled(app, written) {
+        out.push(InputError::new(
+            format!("{}.enabled", origin.path("modelCache")),
+            "an Ollama application pulls the models it lists itself: set modelCache.enabled: false (keep models \
+             on a volume of your own with modelsVolume, e.g. a persistentVolumeClaim)",
+        ));
+    }
+    if app.scaling.enabled {
+        out.push(InputError::new(
+            format!("{}.enabled", origin.path("scaling")),
+            "scaling on the gateway's queue is Takeoff's: set scaling.enabled: false for an Ollama application \
+             (replicaCount sizes it)",
+        ));
+    }
+}
+
+/// Whether the user enabled the model cache (own or template's); the resolved model drops
+/// it for an Ollama application.
+fn written_cache_enabled(app: &ApplicationModel, written: &Values) -> bool {
+    let own = written.applications.as_ref().and_then(|a| a.get(&app.key)).and_then(|a| a.model_cache.as_ref());
+    let template = written.application_template.as_ref().and_then(|t| t.model_cache.as_ref());
+    own.and_then(|c| c.enabled).or_else(|| template.and_then(|c| c.enabled)).unwrap_or(false)
+}
+
+/// What a group or an Ollama application is legal with but almost certainly wrong.
 pub(super) fn warnings(app: &ApplicationModel, out: &mut Vec<InputError>) {
+    if let EngineModel::Ollama(o) = &app.engine {
+        if o.insecure {
+            let registry = if o.registry.is_empty() { "Ollama's own registry" } else { o.registry.as_str() };
+            out.push(InputError::new(
+                format!("{}.ollama.registry.insecure", app.origin.path("engine")),
+                format!(
+                    "models are pulled from {registry} over plain HTTP, without a TLS certificate check: anyone on \
+                     the way can change them. Only for a private or loopback registry"
+                ),
+            ));
+        }
+        return;
+    }
     let EngineModel::DistributedLlama(d) = &app.engine else { return };
     let model = app.reader.model_name.as_deref().unwrap_or_default();
     if model.contains('/') {

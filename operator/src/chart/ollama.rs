@@ -1,0 +1,105 @@
+//! An Ollama application as the templates see it: `ollama serve` in each replica (the
+//! application's pod settings, its models volume as Ollama's model directory), behind a
+//! Service of its own (Ollama's API and its OpenAI-compatible `/v1`). The models are not
+//! in the pod template: the operator pulls them into each replica through Ollama's API, and
+//! a readiness gate ([`MODELS_READY_CONDITION`]) keeps a replica out of its Service until
+//! every listed model is there. Adding or removing a model restarts nothing.
+
+use k8s_openapi::api::core::v1::{
+    EmptyDirVolumeSource, EnvVar, HTTPGetAction, PodReadinessGate, Probe, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use serde::Serialize;
+
+use super::names::Meta;
+use super::MODELS_DIR;
+use crate::model::{ApplicationModel, OllamaSettings};
+
+/// The pod condition the operator sets once every listed model is present in the pod (a
+/// readiness gate of the application's pods).
+pub const MODELS_READY_CONDITION: &str = "models.titanml.co/models-ready";
+
+/// Where Ollama keeps its identity key (`~/.ollama`): a volume of its own, so the root
+/// filesystem can stay read-only and the user need not be root.
+const HOME: &str = "/home/ollama";
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct OllamaContext {
+    image: String,
+    port: i32,
+    env: Vec<EnvVar>,
+    readiness_probe: Probe,
+    liveness_probe: Probe,
+    readiness_gates: Vec<PodReadinessGate>,
+    volume_mounts: Vec<VolumeMount>,
+    volumes: Vec<Volume>,
+    /// The application's Service (the candidate's own, for a candidate).
+    service: Meta,
+    /// The models listed, for the revision's hash (a change of the list is a new revision
+    /// to verify when promotion is enabled).
+    models: Vec<String>,
+}
+
+/// What an Ollama application shares with the application's other objects.
+pub(super) struct OllamaBase<'b> {
+    pub(super) service: Meta,
+    /// The user's env (own, then template's).
+    pub(super) env: Vec<EnvVar>,
+    pub(super) models_volume: Option<&'b Volume>,
+}
+
+/// The Ollama context of an application (or of its candidate).
+pub(super) fn ollama(app: &ApplicationModel, o: &OllamaSettings, base: OllamaBase) -> OllamaContext {
+    let value = |name: &str, value: &str| EnvVar { name: name.into(), value: Some(value.into()), ..Default::default() };
+    // The contract's settings first; the user's own may not replace them (the pod would
+    // not serve where the Service and the probes look).
+    let mut env = vec![
+        value("OLLAMA_HOST", &format!("0.0.0.0:{}", o.port)),
+        value("OLLAMA_MODELS", MODELS_DIR),
+        value("HOME", HOME),
+    ];
+    env.extend(base.env.into_iter().filter(|e| !["OLLAMA_HOST", "OLLAMA_MODELS", "HOME"].contains(&e.name.as_str())));
+    let probe = |period: i32, failures: i32| Probe {
+        // `GET /` answers "Ollama is running" once the server listens.
+        http_get: Some(HTTPGetAction {
+            path: Some("/".into()),
+            port: IntOrString::String("http".into()),
+            ..Default::default()
+        }),
+        period_seconds: Some(period),
+        failure_threshold: Some(failures),
+        ..Default::default()
+    };
+    // The models directory: the application's models volume (a memory-backed emptyDir by
+    // the chart's default: set `modelsVolume` to keep models on disk or a claim).
+    let models = base.models_volume.cloned().unwrap_or_else(|| Volume {
+        name: "models".into(),
+        empty_dir: Some(EmptyDirVolumeSource::default()),
+        ..Default::default()
+    });
+    let home =
+        Volume { name: "ollama-home".into(), empty_dir: Some(EmptyDirVolumeSource::default()), ..Default::default() };
+    let mount = |volume: &Volume, path: &str| VolumeMount {
+        name: volume.name.clone(),
+        mount_path: path.into(),
+        ..Default::default()
+    };
+    let volume_mounts: Vec<VolumeMount> = [mount(&models, MODELS_DIR), mount(&home, HOME)]
+        .into_iter()
+        .chain(app.pod.volume_mounts.iter().cloned())
+        .collect();
+    let volumes: Vec<Volume> = [models, home].into_iter().chain(app.pod.volumes.iter().cloned()).collect();
+    OllamaContext {
+        image: o.image.clone(),
+        port: o.port,
+        env,
+        readiness_probe: probe(2, 3),
+        liveness_probe: probe(10, 6),
+        readiness_gates: vec![PodReadinessGate { condition_type: MODELS_READY_CONDITION.into() }],
+        volume_mounts,
+        volumes,
+        service: base.service,
+        models: o.models.clone(),
+    }
+}

@@ -1,0 +1,106 @@
+//! The replicas of a CR's Ollama applications, each reconcile: every running pod — the
+//! application's and its candidate's — is told what to hold (its agent pulls and deletes,
+//! [`super::models`]), its models-ready condition is set as decided (`reconcile::pulls`), and
+//! the application's replicas report each listed model for the status.
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::reflector::ObjectRef;
+use kube::ResourceExt;
+use model_orchestra_api::v1alpha2::PulledModelStatus;
+use serde_json::json;
+
+use super::models::{Replica, Want};
+use super::reconciler::Context;
+use crate::chart::{Component, MODELS_READY_CONDITION};
+use crate::model::OllamaSettings;
+use crate::reconcile::model::refresh_selects;
+use crate::reconcile::plan::FIELD_MANAGER;
+use crate::reconcile::pulls::{self, Replica as ReplicaModels};
+
+/// What an Ollama application needs of the reconcile: its settings.
+pub(super) type OllamaApps = BTreeMap<String, OllamaSettings>;
+
+/// Syncs the replicas of `apps` (of the CR `name` in `namespace`); returns, per
+/// application, its models over the replicas that serve.
+pub(super) async fn sync(
+    ctx: &Context,
+    cr: &ObjectRef<kube::api::DynamicObject>,
+    key: &str,
+    refresh_annotation: Option<&str>,
+    apps: &OllamaApps,
+    previous: &model_orchestra_api::v1alpha2::ModelOrchestraStatus,
+) -> BTreeMap<String, Vec<PulledModelStatus>> {
+    let (namespace, name) = (cr.namespace.clone().unwrap_or_default(), cr.name.clone());
+    let names: Vec<&str> = apps.keys().map(String::as_str).collect();
+    let refreshed = refresh_annotation.map(|v| refresh_selects(v, &names)).unwrap_or_default();
+    let mut live = HashSet::new();
+    let mut out = BTreeMap::new();
+    for (app, settings) in apps {
+        let want = Want {
+            models: settings.models.iter().map(|m| (m.clone(), settings.pull_name(m))).collect(),
+            insecure: settings.insecure,
+            stall: Duration::from_secs(settings.stall_seconds.max(1) as u64),
+            refresh: refreshed.contains(&app.as_str()).then(|| refresh_annotation.unwrap_or_default().to_string()),
+        };
+        let mut serving = Vec::new();
+        for component in [Component::Application(app.clone()), Component::Candidate(app.clone())] {
+            for pod in ctx.pods.running(&namespace, &name, &component) {
+                let Some(uid) = pod.uid() else { continue };
+                live.insert(uid.clone());
+                let replica = Replica {
+                    namespace: namespace.clone(),
+                    pod: pod.name_any(),
+                    uid,
+                    ip: pod.status.as_ref().and_then(|s| s.pod_ip.clone()),
+                    port: settings.port as u16,
+                };
+                let models = ReplicaModels {
+                    pod: replica.pod.clone(),
+                    gate: gate_of(&pod),
+                    models: ctx.puller.ensure(cr, &replica, want.clone()),
+                };
+                let decided = pulls::gate(&settings.models, &models);
+                if models.gate != Some(decided) {
+                    set_gate(ctx, &namespace, &replica.pod, decided, &pulls::gate_message(&settings.models, &models))
+                        .await;
+                }
+                if matches!(component, Component::Application(_)) {
+                    serving.push(models);
+                }
+            }
+        }
+        let earlier = previous.applications.get(app).map(|a| a.models.as_slice()).unwrap_or_default();
+        out.insert(app.clone(), pulls::statuses(&settings.models, &serving, earlier));
+    }
+    ctx.puller.retain(key, &live);
+    out
+}
+
+/// The pod's models-ready condition, as cached.
+fn gate_of(pod: &Pod) -> Option<bool> {
+    let conditions = pod.status.as_ref()?.conditions.as_ref()?;
+    conditions.iter().find(|c| c.type_ == MODELS_READY_CONDITION).map(|c| c.status == "True")
+}
+
+/// Sets the pod's models-ready condition (a strategic merge patch of its status: the
+/// conditions merge by type).
+async fn set_gate(ctx: &Context, namespace: &str, pod: &str, ready: bool, message: &str) {
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let (status, reason) = if ready { ("True", "ModelsPresent") } else { ("False", "ModelsPulling") };
+    let patch = json!({"status": {"conditions": [{
+        "type": MODELS_READY_CONDITION,
+        "status": status,
+        "reason": reason,
+        "message": message.chars().take(1000).collect::<String>(),
+        "lastTransitionTime": now.to_string(),
+    }]}});
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+    let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
+    if let Err(e) = api.patch_status(pod, &params, &Patch::Strategic(&patch)).await {
+        tracing::debug!(%pod, error = %e, "cannot set the models-ready condition");
+    }
+}

@@ -92,7 +92,7 @@ render:
 crd:
 	$(CARGO) run --quiet --bin model-orchestra-operator -- crd
 
-## generate: rewrite the checked-in generated files (CRD, values.schema.json, ClusterRole)
+## generate: rewrite the checked-in generated files (CRD, values.schema.json, ClusterRole, values reference)
 generate: build
 	$(OPERATOR) crd > config/crd/models.titanml.co_modelorchestras.yaml
 	$(OPERATOR) values-schema > charts/model-orchestra/values.schema.json
@@ -101,6 +101,8 @@ generate: build
 	$(OPERATOR) manifests --claim-unlabeled > config/deploy/operator.yaml
 	$(OPERATOR) manifests --only-http-api > config/deploy/http-api.yaml
 	$(OPERATOR) openapi > httpapi/openapi.json
+	$(OPERATOR) values-reference > docs/src/values/v1alpha1.md
+	$(OPERATOR) values-reference --api-version v1alpha2 > docs/src/values/v1alpha2.md
 
 ## install: install the ModelOrchestra CRD into the cluster of the current kubeconfig
 #   (server-side: the CRD is too large for client-side apply's annotation)

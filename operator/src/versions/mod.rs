@@ -15,6 +15,8 @@ use crate::model::{ContractRules, Values};
 /// A chart compiled into the binary: its templates, and its `Chart.yaml` and `values.yaml`
 /// as JSON (parsed at build time, see `build.rs`).
 pub struct EmbeddedChart {
+    /// Its directory in the repository (`charts/model-orchestra-1.0`).
+    pub dir: &'static str,
     pub templates: Dir<'static>,
     pub chart_json: &'static str,
     pub values_json: &'static str,

@@ -39,7 +39,7 @@ RUN_ARGS ?= --claim-unlabeled --metrics-addr 127.0.0.1:0
 # HTTP_API=1: `make deploy` and `make bundle` include the HTTP API (README: "HTTP API").
 HTTP_API ?=
 
-.PHONY: all help build test test-unit test-e2e olm-drill image-build-push lint render crd generate bench install uninstall deploy undeploy run cluster registry bench-operator bundle crds static bundle-build-push docker-build catalog catalog-build-push subscriptions bench-catalog bench-api
+.PHONY: all help build test test-unit test-e2e olm-drill image-build-push lint render crd generate docs bench install uninstall deploy undeploy run cluster registry bench-operator bundle crds static bundle-build-push docker-build catalog catalog-build-push subscriptions bench-catalog bench-api
 
 all: build
 
@@ -103,6 +103,12 @@ generate: build
 	$(OPERATOR) openapi > httpapi/openapi.json
 	$(OPERATOR) values-reference > docs/src/values/v1alpha1.md
 	$(OPERATOR) values-reference --api-version v1alpha2 > docs/src/values/v1alpha2.md
+
+## docs: build the book (docs/, mdBook) into target/book; installs the pinned mdbook first
+#   open target/book/index.html; its examples are tested by make test-unit
+docs:
+	scripts/install-mdbook.sh
+	$(CURDIR)/target/tools/bin/mdbook build docs
 
 ## install: install the ModelOrchestra CRD into the cluster of the current kubeconfig
 #   (server-side: the CRD is too large for client-side apply's annotation)

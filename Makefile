@@ -58,7 +58,7 @@ test: lint test-unit test-e2e
 
 ## test-unit: the offline tier, in minutes; needs nothing but cargo
 #   every crate's unit tests, the operator's and bundle-tool's offline suites (contract,
-#   golden, CLI, README examples, generated files, module graph)
+#   golden, CLI, the README's and the book's examples, generated files, module graph)
 test-unit:
 	$(CARGO) test --workspace
 

@@ -36,7 +36,7 @@ API_VERSION ?= v1alpha1
 # More arguments for `make run`. The metrics port is ephemeral (logged at start), so two
 # lines run side by side.
 RUN_ARGS ?= --claim-unlabeled --metrics-addr 127.0.0.1:0
-# HTTP_API=1: `make deploy` and `make bundle` include the HTTP API (README: "HTTP API").
+# HTTP_API=1: `make deploy` and `make bundle` include the HTTP API (docs: "HTTP API").
 HTTP_API ?=
 
 .PHONY: all help build test test-unit test-e2e olm-drill image-build-push lint render crd generate docs bench install uninstall deploy undeploy run cluster registry bench-operator bundle crds static bundle-build-push docker-build catalog catalog-build-push subscriptions bench-catalog bench-api
@@ -71,7 +71,7 @@ test-e2e: static
 	PATH="$(CURDIR)/target/tools/bin:$$PATH" $(CARGO) test --workspace --test cluster --test e2e --test oracles -- --test-threads $(E2E_TEST_THREADS)
 
 ## olm-drill: two operator lines installed by a real OLM v1, as pods on the real node
-#   (README: "The OLM drill"); builds what it runs first
+#   (docs: "The OLM drill"); builds what it runs first
 olm-drill: build static
 	scripts/build-go-tools.sh k8s kwok crds coredns olm
 	scripts/released-operator.sh 0.1.0 >/dev/null

@@ -55,7 +55,7 @@ enum Command {
         /// The ModelOrchestra version the operator serves [default: the operator's, v1alpha1].
         #[arg(long, value_parser = api_version_parser())]
         api_version: Option<ApiVersion>,
-        /// Also the HTTP API: its Deployment, ServiceAccount, Service and Role (README: "HTTP API").
+        /// Also the HTTP API: its Deployment, ServiceAccount, Service and Role (docs: "HTTP API").
         #[arg(long)]
         http_api: bool,
         /// Only the HTTP API (to add it beside an installed operator).

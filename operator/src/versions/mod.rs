@@ -70,7 +70,7 @@ pub fn name_foreign_fields(serves: ApiVersion, spec: &Value, errors: InputErrors
                 format!(
                     "a field of {other}, but this ModelOrchestra is served as {serves} (the version it was created \
                      with, or chose): remove it, or move the CR to {other} with `kubectl annotate modelorchestra/{name} \
-                     {}={other}` (README: Moving a CR between versions)",
+                     {}={other}` (docs: Moving a CR between versions)",
                     model_orchestra_api::lines::API_VERSION_ANNOTATION
                 ),
             ),

@@ -36,10 +36,10 @@ API_VERSION ?= v1alpha1
 # More arguments for `make run`. The metrics port is ephemeral (logged at start), so two
 # lines run side by side.
 RUN_ARGS ?= --claim-unlabeled --metrics-addr 127.0.0.1:0
-# HTTP_API=1: `make deploy` and `make bundle` include the HTTP API (README: "HTTP API").
+# HTTP_API=1: `make deploy` and `make bundle` include the HTTP API (docs: "HTTP API").
 HTTP_API ?=
 
-.PHONY: all help build test test-unit test-e2e olm-drill image-build-push lint render crd generate bench install uninstall deploy undeploy run cluster registry bench-operator bundle crds static bundle-build-push docker-build catalog catalog-build-push subscriptions bench-catalog bench-api
+.PHONY: all help build test test-unit test-e2e olm-drill image-build-push lint render crd generate docs bench install uninstall deploy undeploy run cluster registry bench-operator bundle crds static bundle-build-push docker-build catalog catalog-build-push subscriptions bench-catalog bench-api
 
 all: build
 
@@ -58,7 +58,7 @@ test: lint test-unit test-e2e
 
 ## test-unit: the offline tier, in minutes; needs nothing but cargo
 #   every crate's unit tests, the operator's and bundle-tool's offline suites (contract,
-#   golden, CLI, README examples, generated files, module graph)
+#   golden, CLI, the README's and the book's examples, generated files, module graph)
 test-unit:
 	$(CARGO) test --workspace
 
@@ -71,7 +71,7 @@ test-e2e: static
 	PATH="$(CURDIR)/target/tools/bin:$$PATH" $(CARGO) test --workspace --test cluster --test e2e --test oracles -- --test-threads $(E2E_TEST_THREADS)
 
 ## olm-drill: two operator lines installed by a real OLM v1, as pods on the real node
-#   (README: "The OLM drill"); builds what it runs first
+#   (docs: "The OLM drill"); builds what it runs first
 olm-drill: build static
 	scripts/build-go-tools.sh k8s kwok crds coredns olm
 	scripts/released-operator.sh 0.1.0 >/dev/null
@@ -92,7 +92,7 @@ render:
 crd:
 	$(CARGO) run --quiet --bin model-orchestra-operator -- crd
 
-## generate: rewrite the checked-in generated files (CRD, values.schema.json, ClusterRole)
+## generate: rewrite the checked-in generated files (CRD, values.schema.json, ClusterRole, values reference)
 generate: build
 	$(OPERATOR) crd > config/crd/models.titanml.co_modelorchestras.yaml
 	$(OPERATOR) values-schema > charts/model-orchestra/values.schema.json
@@ -101,6 +101,14 @@ generate: build
 	$(OPERATOR) manifests --claim-unlabeled > config/deploy/operator.yaml
 	$(OPERATOR) manifests --only-http-api > config/deploy/http-api.yaml
 	$(OPERATOR) openapi > httpapi/openapi.json
+	$(OPERATOR) values-reference > docs/src/values/v1alpha1.md
+	$(OPERATOR) values-reference --api-version v1alpha2 > docs/src/values/v1alpha2.md
+
+## docs: build the book (docs/, mdBook) into target/book; installs the pinned mdbook first
+#   open target/book/index.html; its examples are tested by make test-unit
+docs:
+	scripts/install-mdbook.sh
+	$(CURDIR)/target/tools/bin/mdbook build docs
 
 ## install: install the ModelOrchestra CRD into the cluster of the current kubeconfig
 #   (server-side: the CRD is too large for client-side apply's annotation)

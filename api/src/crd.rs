@@ -39,7 +39,7 @@ const KUBERNETES_TYPED_FIELDS: [&str; 18] = [
 /// `v1alpha2` writers are refused by a CEL rule), so an object written in either version is
 /// stored whole; and a CR is rendered by the contract of the version it was written in (the
 /// lines route it so, `reconcile::routing`), so it means what its writer meant whichever
-/// version it is read at. See the README's "API versions" for what this does not cover.
+/// version it is read at. See the book's "API versions" (docs/src/user-guide/api-versions.md) for what this does not cover.
 pub fn crd() -> CustomResourceDefinition {
     use crate::v1alpha2;
     let v1alpha1 = serde_json::to_value(crd_v1alpha1()).expect("the CRD serialises");

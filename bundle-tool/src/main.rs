@@ -194,7 +194,7 @@ enum BundleCommand {
         /// The installed operator also takes CRs without the operatorVersion label.
         #[arg(long)]
         claim_unlabeled: bool,
-        /// Also install the HTTP API (README: "HTTP API").
+        /// Also install the HTTP API (docs: "HTTP API").
         #[arg(long)]
         http_api: bool,
         /// The operator's catalog metadata (display name, maintainers, icon…).

@@ -5,7 +5,7 @@
 //! The server holds no rights of its own over ModelOrchestras: every call is made as the
 //! key's Kubernetes user (`model-orchestra-api:<name>`) by impersonation, so RBAC decides
 //! and the audit log names the key. It runs as its own Deployment and ServiceAccount
-//! (`model-orchestra-operator serve-api`); see the README's "HTTP API" section.
+//! (`model-orchestra-operator serve-api`); see the book's "HTTP API" (docs/src/http-api.md).
 
 #![warn(unreachable_pub)]
 

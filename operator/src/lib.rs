@@ -17,6 +17,7 @@ pub mod error;
 pub mod model;
 pub mod operations;
 pub mod reconcile;
+pub mod reference;
 mod validate;
 pub mod versions;
 

@@ -1,5 +1,5 @@
 //! `model-orchestra-operator`: run the controller, render a ModelOrchestra offline, or print
-//! the generated manifests (CRD, RBAC, values schema).
+//! the generated manifests (CRD, RBAC, values schema) and the values reference.
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -55,7 +55,7 @@ enum Command {
         /// The ModelOrchestra version the operator serves [default: the operator's, v1alpha1].
         #[arg(long, value_parser = api_version_parser())]
         api_version: Option<ApiVersion>,
-        /// Also the HTTP API: its Deployment, ServiceAccount, Service and Role (README: "HTTP API").
+        /// Also the HTTP API: its Deployment, ServiceAccount, Service and Role (docs: "HTTP API").
         #[arg(long)]
         http_api: bool,
         /// Only the HTTP API (to add it beside an installed operator).
@@ -64,6 +64,13 @@ enum Command {
     },
     /// Print the JSON Schema of a chart's values (charts/model-orchestra/values.schema.json).
     ValuesSchema {
+        /// The ModelOrchestra version whose values (chart) to describe.
+        #[arg(long, value_parser = api_version_parser(), default_value = "v1alpha1")]
+        api_version: ApiVersion,
+    },
+    /// Print the values reference of a chart as Markdown (docs/src/values/<version>.md): every
+    /// field of the spec with its type, default (values.yaml) and description (the schema).
+    ValuesReference {
         /// The ModelOrchestra version whose values (chart) to describe.
         #[arg(long, value_parser = api_version_parser(), default_value = "v1alpha1")]
         api_version: ApiVersion,
@@ -150,6 +157,9 @@ fn execute(command: Command) -> anyhow::Result<()> {
         }
         Command::ValuesSchema { api_version } => {
             print!("{}", model_orchestra_api::crd::values_schema_json(api_version))
+        }
+        Command::ValuesReference { api_version } => {
+            print!("{}", model_orchestra::reference::values_reference(api_version))
         }
         Command::Render { file, namespace, chart } => render(&file, &namespace, chart.as_deref())?,
         Command::Diff(_) => unreachable!("diff sets its own exit status"),

@@ -159,7 +159,7 @@ impl Maintainer {
         std::fs::read_to_string(self.logs.join(format!("{log}.log"))).unwrap_or_default()
     }
 
-    /// The release steps of the README's "Publishing a version": bundle generate (refused
+    /// The release steps of the book's "Publishing a version": bundle generate (refused
     /// if it would change a released bundle or break the released CRD), bundle validate,
     /// the static operator's image, the bundle image.
     pub fn release(&self, version: &str, crd_version: &str, channel: &str) {

@@ -4,7 +4,7 @@
 //! cluster admin live it. Each line runs as the pod OLM's Deployment creates, on the
 //! cluster's real node, from the image its CSV names (0.1.0's `ghcr.io/…` image is pulled
 //! from the cluster's registry, which mirrors ghcr.io as an air-gapped cluster's would). The
-//! README's "The OLM drill: two lines from a real OLM v1" is this test.
+//! book's "The OLM drill: two lines from a real OLM v1" (docs/src/olm/drill.md) is this test.
 //!
 //! One test, in steps: each step needs what the ones before made (one cluster, one OLM,
 //! one catalog that grows), so they cannot run apart. Each step is a function named after
@@ -401,7 +401,7 @@ async fn released_0_1_0_is_refused_its_first_write(d: &Drill) {
     ));
 }
 
-/// The README's workaround for a cluster on 0.1.0 — grant it the finalizers — as the user
+/// The book's workaround for a cluster on 0.1.0 — grant it the finalizers — as the user
 /// types it; the CR, retried (annotated), is then 0.1.0's alone.
 async fn granted_the_finalizers_0_1_0_takes_the_labelled_v1alpha1_cr(d: &Drill) {
     d.kubectl(

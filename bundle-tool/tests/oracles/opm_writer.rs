@@ -130,7 +130,7 @@ fn awkward_document(control: bool) -> Value {
     // Not as keys: "<<" (a merge key to opm's YAML reader), keys starting with a digit,
     // sign or point, and digits followed by letters or leading zeros — yaml.v2's key order is no total
     // order for those ("017" against "127.0.0.1:…", "a1a" < "a9" < "a10" < "a1a"), so
-    // opm's own output changes from run to run (README).
+    // opm's own output changes from run to run (docs/src/olm/catalogs.md).
     for k in strings
         .iter()
         .filter(|k| !k.is_empty() && *k != "<<" && !k.starts_with(|c: char| c.is_ascii_digit() || "+-.".contains(c)))

@@ -75,7 +75,7 @@ fn operator_sdk(dir: &Path) -> (bool, Vec<String>) {
     )
 }
 
-/// The one warning the generated bundles get, justified in the README: RBAC on
+/// The one warning the generated bundles get, justified in the book (docs/src/olm/bundles.md): RBAC on
 /// events.k8s.io `events` (the v1 API the operator records events with) is reported as a
 /// use of the removed v1beta1 API, because RBAC rules carry no version.
 fn justified(finding: &str) -> bool {
@@ -96,7 +96,7 @@ fn assert_error(d: &Dir, file: &str, field: &str, message: &str) {
     assert_our_error(d, file, field, message);
 }
 
-/// A rule of bundle-tool's own that operator-sdk does not check (README, "bundle-tool's
+/// A rule of bundle-tool's own that operator-sdk does not check (docs/src/olm/bundles.md, "bundle-tool's
 /// stricter rules": what OLM v1 or opm refuse later): bundle-tool errors, operator-sdk
 /// passes the bundle — if it starts rejecting it, this list is out of date.
 fn assert_error_operator_sdk_misses(d: &Dir, file: &str, field: &str, message: &str) {

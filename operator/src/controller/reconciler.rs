@@ -539,7 +539,7 @@ fn unserved_hint(route: &Route, name: &str) -> String {
             "Start or install the {line} line, or change its {ROUTING_LABEL} label (`kubectl label modelorchestra/{name} {ROUTING_LABEL}-` to route it by version)."
         ),
         Route::Version(version, _) => format!(
-            "Start a line serving {version} that takes unlabelled CRs (`model-orchestra-operator run --api-version {version} --claim-unlabeled`, README: Running the operator), or move the CR to a version a running line serves (`{annotate}`)."
+            "Start a line serving {version} that takes unlabelled CRs (`model-orchestra-operator run --api-version {version} --claim-unlabeled`, docs: Running the operator), or move the CR to a version a running line serves (`{annotate}`)."
         ),
         Route::Invalid(_) => format!("Fix the annotation: `{annotate} --overwrite`."),
     }

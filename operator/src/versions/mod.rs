@@ -15,6 +15,8 @@ use crate::model::{ContractRules, Values};
 /// A chart compiled into the binary: its templates, and its `Chart.yaml` and `values.yaml`
 /// as JSON (parsed at build time, see `build.rs`).
 pub struct EmbeddedChart {
+    /// Its directory in the repository (`charts/model-orchestra-1.0`).
+    pub dir: &'static str,
     pub templates: Dir<'static>,
     pub chart_json: &'static str,
     pub values_json: &'static str,
@@ -68,7 +70,7 @@ pub fn name_foreign_fields(serves: ApiVersion, spec: &Value, errors: InputErrors
                 format!(
                     "a field of {other}, but this ModelOrchestra is served as {serves} (the version it was created \
                      with, or chose): remove it, or move the CR to {other} with `kubectl annotate modelorchestra/{name} \
-                     {}={other}` (README: Moving a CR between versions)",
+                     {}={other}` (docs: Moving a CR between versions)",
                     model_orchestra_api::lines::API_VERSION_ANNOTATION
                 ),
             ),

@@ -14,6 +14,7 @@ use crate::model::{ApplicationValues, ContractRules, GatewayValues, Values};
 pub(super) struct V1alpha1;
 
 static CHART: EmbeddedChart = EmbeddedChart {
+    dir: "charts/model-orchestra",
     templates: include_dir!("$CARGO_MANIFEST_DIR/../charts/model-orchestra/templates"),
     chart_json: include_str!(concat!(env!("OUT_DIR"), "/model-orchestra/Chart.json")),
     values_json: include_str!(concat!(env!("OUT_DIR"), "/model-orchestra/values.json")),

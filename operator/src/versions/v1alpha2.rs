@@ -15,6 +15,7 @@ use crate::model::{ApplicationValues, ContractRules, Values};
 pub(super) struct V1alpha2;
 
 static CHART: EmbeddedChart = EmbeddedChart {
+    dir: "charts/model-orchestra-1.0",
     templates: include_dir!("$CARGO_MANIFEST_DIR/../charts/model-orchestra-1.0/templates"),
     chart_json: include_str!(concat!(env!("OUT_DIR"), "/model-orchestra-1.0/Chart.json")),
     values_json: include_str!(concat!(env!("OUT_DIR"), "/model-orchestra-1.0/values.json")),

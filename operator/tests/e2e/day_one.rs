@@ -12,7 +12,7 @@ use model_orchestra_api::kinds::Kind;
 use model_orchestra_api::ApiVersion;
 use serde_json::{json, Value};
 
-/// Both lines as the README runs them: the `v1alpha1` line and the `v1alpha2` line, each
+/// Both lines as the book runs them: the `v1alpha1` line and the `v1alpha2` line, each
 /// taking unlabelled CRs of its version.
 async fn both_lines(cluster: &Cluster) -> (Operator, Operator) {
     let v0 = Operator::start(cluster, OperatorOptions { identity: "op-v0", ..Default::default() }).await;
@@ -20,7 +20,7 @@ async fn both_lines(cluster: &Cluster) -> (Operator, Operator) {
     (v0, Operator::start(cluster, v1).await)
 }
 
-/// A `v1alpha1` CR with one CPU application `chat`, created as the README does
+/// A `v1alpha1` CR with one CPU application `chat`, created as the book does
 /// (`kubectl apply -f`, client-side, at the version the manifest names).
 fn create_v1alpha1(cluster: &Cluster, name: &str) {
     cluster.kubectl_with_input(&["apply", "-f", "-"], &cr_with_apps(name, &["chat"], None));

@@ -247,7 +247,7 @@ async fn deleting_the_leaders_pod_hands_the_lease_to_the_other_replica_which_rec
 }
 
 /// A serving certificate for the HTTP API's Service, from a CA of the test's own, as the
-/// `kubernetes.io/tls` Secret its Deployment mounts (README: "HTTP API").
+/// `kubernetes.io/tls` Secret its Deployment mounts (docs: "HTTP API").
 fn create_tls_secret(cluster: &Cluster) {
     let dir = cluster.dir().join("http-api-pki");
     let pki = local_cluster::pki::Pki::create(&dir).unwrap();

@@ -245,7 +245,7 @@ async fn the_cache_sample_as_written_becomes_ready_on_the_clusters_default_stora
         "/../config/samples/modelorchestra-v1alpha2-cache.yaml"
     ))
     .unwrap();
-    // As the README does: kubectl apply of the file, no PersistentVolume made by hand.
+    // As the book does: kubectl apply of the file, no PersistentVolume made by hand.
     cluster.kubectl_with_input(&["apply", "-f", "-"], &sample);
     let ready = eventually_within(std::time::Duration::from_secs(120), "the cache sample is Ready", || async {
         let cr = v1alpha2_api(&cluster).get("cached-models").await.ok()?;

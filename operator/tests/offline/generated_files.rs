@@ -232,3 +232,15 @@ fn checked_in_http_api_manifests_are_up_to_date() {
         "config/deploy/http-api.yaml is stale: run `make generate`"
     );
 }
+
+#[test]
+fn checked_in_values_reference_is_up_to_date() {
+    for (version, page) in
+        [(ApiVersion::V1alpha1, "docs/src/values/v1alpha1.md"), (ApiVersion::V1alpha2, "docs/src/values/v1alpha2.md")]
+    {
+        assert!(
+            repo_file(page) == model_orchestra::reference::values_reference(version),
+            "{page} is stale: run `make generate`"
+        );
+    }
+}

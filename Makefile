@@ -138,6 +138,7 @@ run: build
 #   target/local-cluster.registry
 cluster: static
 	scripts/install-test-deps.sh
+	scripts/test-models.sh smollm2
 	$(CARGO) run --quiet -p local-cluster -- --kubeconfig $(CURDIR)/target/local-cluster.kubeconfig --registry-file $(CURDIR)/target/local-cluster.registry
 
 ## registry: a loopback OCI registry on 127.0.0.1 until Ctrl-C

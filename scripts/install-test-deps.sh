@@ -7,6 +7,7 @@
 #     pushes (and the local cluster's registry), and an independent client to check what was pushed.
 #   - containerd, runc, containernetworking-plugins, iptables, util-linux, iproute2 (Debian):
 #     the local cluster's real node and its namespaces.
+#   - the real small models the engine tests serve (scripts/test-models.sh, from PyPI).
 #   - the upstream Go programs (etcd, kube-apiserver, kube-controller-manager,
 #     kube-scheduler, kubectl, kwok, …) built from the pinned modules under tools/ into
 #     target/tools/bin by scripts/build-go-tools.sh (cached: a no-op when nothing changed).
@@ -48,3 +49,4 @@ if ((${#missing[@]})); then
 fi
 
 "$root/scripts/build-go-tools.sh"
+"$root/scripts/test-models.sh"

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Parser;
-use local_cluster::{storage, Cluster, Options};
+use local_cluster::{ollama, storage, Cluster, Options};
 
 #[derive(Parser)]
 #[command(
@@ -27,8 +27,12 @@ struct Cli {
     #[arg(long, default_value_t = 1)]
     real_nodes: usize,
     /// Namespaces (created if missing) whose pods run on the real node; others' run on kwok's.
-    #[arg(long = "real-namespace", default_values_t = ["model-orchestra-system".to_string()])]
+    #[arg(long = "real-namespace", default_values_t = ["model-orchestra-system".to_string(), "models".to_string()])]
     real_namespaces: Vec<String>,
+    /// Models pushed into the cluster's models registry, with the Ollama image (`smollm2`,
+    /// `gemma3`: scripts/test-models.sh downloads them); none with `--ollama-models ''`.
+    #[arg(long, value_delimiter = ',', default_value = "smollm2")]
+    ollama_models: Vec<String>,
     /// Keep the cluster's directory (logs, audit log, etcd data, volumes) after it stops.
     #[arg(long)]
     keep_dir: bool,
@@ -49,6 +53,22 @@ fn main() -> anyhow::Result<()> {
                 .with_context(|| format!("writing {}", cli.registry_file.display()))?;
             for namespace in &cli.real_namespaces {
                 cluster.run_pods_for_real(namespace).await?;
+            }
+            let models: Vec<ollama::TestModel> = cli
+                .ollama_models
+                .iter()
+                .filter(|m| !m.is_empty())
+                .map(|m| match m.as_str() {
+                    "smollm2" => Ok(ollama::SMOLLM2),
+                    "gemma3" => Ok(ollama::GEMMA3),
+                    other => Err(anyhow::anyhow!("--ollama-models {other}: the models are smollm2 and gemma3")),
+                })
+                .collect::<Result<_, _>>()?;
+            if !models.is_empty() {
+                let image = cluster.push_ollama_image().await.context("the Ollama image (scripts/build-go-tools.sh ollama)")?;
+                cluster.push_models(&models).await.context("the models (scripts/test-models.sh)")?;
+                let names: Vec<&str> = models.iter().map(|m| m.name).collect();
+                println!("  Ollama: {image} and the models {} in {}", names.join(", "), local_cluster::registry::models_address());
             }
         }
         let gpu_nodes: Vec<String> = cluster

@@ -2,6 +2,7 @@
 # Installs what the test suite needs that cargo does not build, into target/tools/ (and,
 # for Debian packages, the system). Idempotent: a second run is a quick no-op.
 #   - kubernetes-validate (PyPI): the real Kubernetes OpenAPI schemas, offline.
+#   - schemathesis (PyPI): an OpenAPI fuzzer, against the HTTP API and the document it serves.
 #   - chromium (Debian): the HTTP API's status page test, headless.
 #   - docker-registry, skopeo, openssl (Debian): a real OCI registry on 127.0.0.1 for bundle-tool's
 #     pushes (and the local cluster's registry), and an independent client to check what was pushed.
@@ -25,6 +26,16 @@ if ! "$venv/bin/kubernetes-validate" --version 2>/dev/null | grep -q "$KUBERNETE
   "$venv/bin/pip" install --quiet --disable-pip-version-check "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION"
 fi
 ln -sf "$venv/bin/kubernetes-validate" "$tools/bin/kubernetes-validate"
+
+# A venv of its own: its dependencies (hypothesis, …) stay apart from kubernetes-validate's.
+SCHEMATHESIS_VERSION=4.32.5
+st_venv="$tools/schemathesis"
+if ! "$st_venv/bin/schemathesis" --version 2>/dev/null | grep -q "version $SCHEMATHESIS_VERSION\$"; then
+  echo "install-test-deps: schemathesis $SCHEMATHESIS_VERSION" >&2
+  python3 -m venv --clear "$st_venv"
+  "$st_venv/bin/pip" install --quiet --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION"
+fi
+ln -sf "$st_venv/bin/schemathesis" "$tools/bin/schemathesis"
 
 # Debian packages the tests drive as independent clients.
 missing=()

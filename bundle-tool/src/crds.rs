@@ -64,9 +64,7 @@ pub fn check_compatible(new: &Value, bundles_dir: &Path) -> Vec<String> {
         let csv_path = dir.join("manifests").join(CSV_FILE);
         if let Some(csv) = std::fs::read_to_string(&csv_path).ok().and_then(|t| serde_yaml::from_str::<Value>(&t).ok())
         {
-            if let Some(v) =
-                csv["metadata"]["annotations"][crate::catalog::crd_versions::CRD_VERSION_ANNOTATION].as_str()
-            {
+            if let Some(v) = csv["metadata"]["annotations"][crate::bundle::CRD_VERSION_ANNOTATION].as_str() {
                 if !served.iter().any(|(name, _)| *name == v) {
                     problems.push(format!("bundles/{name} serves CRD version {v}, which the new CRD no longer serves"));
                 }

@@ -11,8 +11,10 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Ro
 use kube::api::{Api, Patch, PatchParams};
 use kube::Client;
 
-use crate::node::CLUSTER_DOMAIN;
 use crate::Error;
+
+/// The cluster's DNS domain: CoreDNS answers for it, and the kubelet gives it to pods.
+pub const CLUSTER_DOMAIN: &str = "cluster.local";
 
 /// The user CoreDNS authenticates as (a client certificate of the cluster's CA).
 pub const USER: &str = "local-cluster:coredns";

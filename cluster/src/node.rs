@@ -45,7 +45,6 @@ pub const POD_SUBNET: &str = "10.244.0.0/24";
 pub const SERVICE_CIDR: &str = "10.96.0.0/16";
 /// The `kubernetes` Service's address (the first of the range).
 pub const KUBERNETES_SERVICE_IP: Ipv4Addr = Ipv4Addr::new(10, 96, 0, 1);
-pub const CLUSTER_DOMAIN: &str = "cluster.local";
 
 /// The annotations that make a namespace's pods run on the real node: its selector
 /// (PodNodeSelector) and a toleration of its taint (PodTolerationRestriction).
@@ -172,7 +171,7 @@ pub fn kubelet_config(node: &NodeLayout, cgroup_root: &str, ca: &Path, healthz_p
         },
         "authorization": {"mode": "Webhook"},
         "clusterDNS": [node.address.to_string()],
-        "clusterDomain": CLUSTER_DOMAIN,
+        "clusterDomain": dns::CLUSTER_DOMAIN,
         "failSwapOn": false,
         "serializeImagePulls": false,
         "maxPods": 110,

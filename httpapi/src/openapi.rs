@@ -3,32 +3,17 @@
 //! object. Checked in as `httpapi/openapi.json` (a test keeps it current) and served at
 //! `/api/v1/openapi.json`.
 
-use std::borrow::Cow;
 use std::sync::OnceLock;
 
 use serde_json::{json, Value};
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::openapi::{RefOr, Schema};
-use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
+use utoipa::{Modify, OpenApi};
 
 use crate::error::{ErrorBody, FieldError};
-use crate::routes;
+use crate::extract::{DNS_LABEL, DNS_SUBDOMAIN};
+use crate::schema::{AnnotationSet, Deleted, ModelOrchestraList, RefreshRequest};
 use crate::status::{ApplicationSummary, StatusSummary};
-
-/// A ModelOrchestra (either version): a reference to the CRD's schemas, filled in below.
-pub struct ModelOrchestraRef;
-
-impl PartialSchema for ModelOrchestraRef {
-    fn schema() -> RefOr<Schema> {
-        RefOr::Ref(utoipa::openapi::Ref::from_schema_name("ModelOrchestra"))
-    }
-}
-
-impl ToSchema for ModelOrchestraRef {
-    fn name() -> Cow<'static, str> {
-        Cow::Borrowed("ModelOrchestra")
-    }
-}
+use crate::{handlers, watch};
 
 struct Security;
 
@@ -53,12 +38,13 @@ impl Modify for Security {
         description = "ModelOrchestras for teams without cluster credentials. Each API key acts as the Kubernetes user `model-orchestra-api:<key name>`: the cluster's RBAC decides what it may do, and the API server's audit log names it on every write."
     ),
     paths(
-        routes::list, routes::create, routes::read, routes::replace, routes::remove, routes::status,
-        routes::refresh, routes::retry_promotion, routes::watch
+        handlers::list, handlers::create, handlers::read, handlers::replace, handlers::remove, handlers::status,
+        handlers::refresh, handlers::retry_promotion, watch::watch
     ),
-    components(schemas(ErrorBody, FieldError, StatusSummary, ApplicationSummary, routes::ModelOrchestraList, routes::Deleted,
-        routes::RefreshRequest, routes::AnnotationSet)),
+    components(schemas(ErrorBody, FieldError, StatusSummary, ApplicationSummary, ModelOrchestraList, Deleted,
+        RefreshRequest, AnnotationSet)),
     modifiers(&Security),
+    security(("bearer" = []), ("apiKey" = [])),
     tags(
         (name = "modelorchestras", description = "ModelOrchestra objects"),
         (name = "status", description = "Status, and its changes as they happen"),
@@ -66,6 +52,38 @@ impl Modify for Security {
     )
 )]
 struct Document;
+
+/// A served version's schema from the CRD, as the API takes and returns it: its
+/// `apiVersion` and `kind` are the version's own (so exactly one version matches an object),
+/// and its `metadata` has the name (and namespace) the server checks.
+fn version_schema(crd_schema: &Value, version: &str) -> Value {
+    let mut schema = crd_schema.clone();
+    let properties = schema["properties"].as_object_mut().expect("the CRD's schema has properties");
+    properties.insert(
+        "apiVersion".into(),
+        json!({"type": "string", "enum": [format!("{}/{version}", model_orchestra_api::GROUP)]}),
+    );
+    properties.insert("kind".into(), json!({"type": "string", "enum": ["ModelOrchestra"]}));
+    properties.insert(
+        "metadata".into(),
+        json!({
+            "type": "object",
+            "required": ["name"],
+            "properties": {
+                "name": {"type": "string", "pattern": DNS_SUBDOMAIN, "minLength": 1, "maxLength": 253},
+                "namespace": {"type": "string", "pattern": DNS_LABEL, "minLength": 1, "maxLength": 63,
+                    "description": "the path's namespace (it may be left out)"},
+            },
+        }),
+    );
+    let required = schema.as_object_mut().expect("an object").entry("required").or_insert_with(|| json!([]));
+    for field in ["apiVersion", "kind", "metadata"] {
+        if !required.as_array().expect("a list").contains(&json!(field)) {
+            required.as_array_mut().expect("a list").push(json!(field));
+        }
+    }
+    schema
+}
 
 /// The whole document.
 pub fn document() -> Value {
@@ -78,7 +96,7 @@ pub fn document() -> Value {
         let name = version["name"].as_str().expect("a version name");
         let component = format!("ModelOrchestra.{name}");
         let reference = format!("#/components/schemas/{component}");
-        schemas.insert(component, version["schema"]["openAPIV3Schema"].clone());
+        schemas.insert(component, version_schema(&version["schema"]["openAPIV3Schema"], name));
         one_of.push(json!({"$ref": reference}));
         mapping.insert(format!("{}/{name}", model_orchestra_api::GROUP), json!(reference));
     }
@@ -90,6 +108,13 @@ pub fn document() -> Value {
             "discriminator": {"propertyName": "apiVersion", "mapping": mapping},
         }),
     );
+    schemas.insert("WatchEvent".into(), watch::event_schema());
+    schemas.insert(
+        "WatchDeleted".into(),
+        json!({"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}}),
+    );
+    let events = &mut doc["paths"]["/api/v1/namespaces/{namespace}/watch"]["get"]["responses"]["200"];
+    events["content"] = json!({"text/event-stream": {"schema": {"$ref": "#/components/schemas/WatchEvent"}}});
     doc
 }
 
@@ -127,5 +152,59 @@ mod tests {
         assert_eq!(body["content"]["application/json"]["schema"]["$ref"], "#/components/schemas/ModelOrchestra");
         let v2 = &doc["components"]["schemas"]["ModelOrchestra.v1alpha2"];
         assert!(v2["properties"]["spec"]["properties"]["applications"].is_object());
+    }
+
+    fn operations(doc: &Value) -> Vec<(String, &Value)> {
+        let paths = doc["paths"].as_object().unwrap();
+        paths
+            .iter()
+            .flat_map(|(path, methods)| {
+                methods.as_object().unwrap().iter().map(move |(method, op)| (format!("{method} {path}"), op))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_operation_documents_the_errors_any_request_can_meet_with_the_error_body() {
+        let doc = document();
+        for (operation, op) in operations(&doc) {
+            // A bad path, no key, over the rate, a panic, the API server away or slow.
+            for status in ["400", "401", "429", "500", "503", "504"] {
+                let schema = &op["responses"][status]["content"]["application/json"]["schema"]["$ref"];
+                assert_eq!(schema, "#/components/schemas/ErrorBody", "{operation} {status}");
+            }
+        }
+    }
+
+    #[test]
+    fn path_parameters_carry_the_patterns_and_lengths_the_server_checks() {
+        let doc = document();
+        for (operation, op) in operations(&doc) {
+            for parameter in op["parameters"].as_array().unwrap().iter().filter(|p| p["in"] == "path") {
+                let (pattern, max) = match parameter["name"].as_str().unwrap() {
+                    "namespace" => (DNS_LABEL, 63),
+                    "name" => (DNS_SUBDOMAIN, 253),
+                    other => panic!("{operation}: an undocumented path parameter {other}"),
+                };
+                assert_eq!(parameter["schema"]["pattern"], pattern, "{operation}");
+                assert_eq!(parameter["schema"]["maxLength"], max, "{operation}");
+            }
+        }
+    }
+
+    #[test]
+    fn an_object_of_one_version_cannot_match_the_others_schema() {
+        let doc = document();
+        let one_of = doc["components"]["schemas"]["ModelOrchestra"]["oneOf"].as_array().unwrap();
+        let versions: Vec<&Value> = one_of
+            .iter()
+            .map(|r| {
+                let name = r["$ref"].as_str().unwrap().trim_start_matches("#/components/schemas/");
+                &doc["components"]["schemas"][name]["properties"]["apiVersion"]["enum"]
+            })
+            .collect();
+        assert_eq!(versions.len(), 2);
+        assert_ne!(versions[0], versions[1]);
+        assert_eq!(versions[0].as_array().unwrap().len(), 1);
     }
 }

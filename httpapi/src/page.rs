@@ -13,8 +13,9 @@ use kube::Api;
 use model_orchestra_api::ApiVersion;
 use serde::Deserialize;
 
+use crate::auth::{Caller, COOKIE};
 use crate::error::ApiError;
-use crate::server::{Caller, Shared, COOKIE};
+use crate::state::Shared;
 use crate::status::{ApplicationSummary, StatusSummary};
 
 /// `&`, `<`, `>`, `"` and `'` as entities: every value from the cluster goes through this.

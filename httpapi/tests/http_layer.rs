@@ -10,8 +10,8 @@ use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use model_orchestra_api::InputError;
 use model_orchestra_http::keys::{self, KeyRecord, KeyStore};
-use model_orchestra_http::server::{test_router, ServeOptions};
 use model_orchestra_http::Validator;
+use model_orchestra_http::{test_router, ServeOptions};
 use serde_json::Value;
 use tower::ServiceExt;
 

@@ -138,7 +138,7 @@ pub fn serve(args: ServeApiArgs) -> anyhow::Result<()> {
         request_timeout: Duration::from_secs(args.request_timeout_seconds),
         read_cache: Duration::from_secs_f64(args.read_cache_seconds.clamp(0.0, 60.0)),
     };
-    model_orchestra_http::server::check_options(&options)?;
+    model_orchestra_http::check_options(&options)?;
     // Load the charts before the first request needs them.
     for version in model_orchestra_api::ApiVersion::ALL {
         model_orchestra::embedded_chart(version).context("loading the embedded chart")?;

@@ -42,7 +42,7 @@ pub struct GenerateOptions {
 
 /// The operator image reference for `image` and `version`.
 pub fn image_ref(image: &str, version: &semver::Version) -> String {
-    if crate::image::registry::has_tag_or_digest(image) {
+    if mo_images::registry::has_tag_or_digest(image) {
         image.to_string()
     } else {
         format!("{image}:v{version}")
@@ -199,7 +199,7 @@ fn csv(opts: &GenerateOptions, meta: &OperatorMetadata, crd: &Value) -> Value {
         "containerImage": image,
         "description": summary,
         "operators.operatorframework.io/builder": concat!("bundle-tool-v", env!("CARGO_PKG_VERSION")),
-        crate::catalog::crd_versions::CRD_VERSION_ANNOTATION: opts.crd_version,
+        super::CRD_VERSION_ANNOTATION: opts.crd_version,
         "models.titanml.co/crd-mode": opts.crd_mode.as_str(),
         "models.titanml.co/routing": routing,
     });

@@ -16,9 +16,7 @@ use serde_json::Value;
 
 use super::fbc::{Bundle, Catalog};
 use super::validate::Finding;
-
-/// The CSV annotation naming the CRD version a shared-CRD bundle serves.
-pub const CRD_VERSION_ANNOTATION: &str = "models.titanml.co/crd-version";
+use crate::bundle::CRD_VERSION_ANNOTATION;
 
 /// (group, kind) of an API.
 type GroupKind = (String, String);

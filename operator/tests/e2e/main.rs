@@ -17,6 +17,7 @@ mod group;
 mod http_api;
 mod http_api_hostile;
 mod http_api_page;
+mod http_api_schemathesis;
 mod in_pod;
 mod model_cache;
 mod promotion;

@@ -1,8 +1,10 @@
 //! The layout shows the architecture, and this keeps it so: no import cycles between the
-//! modules of the library crates (between top-level modules, and between the sibling files
-//! of one module), and the pure decision layer (`reconcile/`) reaches nothing of the I/O
-//! layer (`controller/`) nor an API client. Read from the sources: a module's dependencies
-//! are the `crate::…` and `super::…` paths its code names, outside its tests.
+//! modules of any crate of the workspace (between top-level modules, and between the sibling
+//! files of one module), and the pure decision layer (`reconcile/`) reaches nothing of the
+//! I/O layer (`controller/`) nor an API client. Read from the sources: a crate's modules are
+//! those its roots (`src/lib.rs`, `src/main.rs`, each `[[bin]]`) declare with `mod`, and a
+//! module's dependencies are the `crate::…` and `super::…` paths its code names, outside its
+//! tests.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -10,15 +12,79 @@ use std::path::{Path, PathBuf};
 /// A module: its path below the crate root (`["model", "values"]`).
 type Module = Vec<String>;
 
-/// The library modules of the crate whose `src` is `src`, each with the modules it names.
-fn graph(src: &Path, binary_files: &[&str]) -> BTreeMap<Module, BTreeSet<Module>> {
-    let mut files = Vec::new();
-    collect(src, &mut files);
-    let modules: BTreeMap<Module, PathBuf> = files
-        .into_iter()
-        .filter(|f| !binary_files.iter().any(|b| f.ends_with(b)))
-        .map(|f| (module_of(src, &f), f))
-        .collect();
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The members of the workspace, from its `Cargo.toml` (`members = [...]`).
+fn members() -> Vec<String> {
+    let manifest = std::fs::read_to_string(workspace().join("Cargo.toml")).unwrap();
+    let list = manifest.split("members").nth(1).expect("a members list");
+    let list = &list[list.find('[').unwrap() + 1..list.find(']').unwrap()];
+    list.split(',').map(|m| m.trim().trim_matches('"').to_string()).filter(|m| !m.is_empty()).collect()
+}
+
+/// The root files of a crate's library and binaries: `src/lib.rs`, `src/main.rs`,
+/// `src/bin/*.rs` and every `path = "src/…"` its manifest names.
+fn roots(crate_dir: &Path) -> Vec<PathBuf> {
+    let mut roots: BTreeSet<PathBuf> =
+        ["src/lib.rs", "src/main.rs"].iter().map(|f| crate_dir.join(f)).filter(|f| f.is_file()).collect();
+    if let Ok(bins) = std::fs::read_dir(crate_dir.join("src/bin")) {
+        roots.extend(bins.map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "rs")));
+    }
+    let manifest = std::fs::read_to_string(crate_dir.join("Cargo.toml")).unwrap();
+    for line in manifest.lines().filter_map(|l| l.trim().strip_prefix("path")) {
+        let file = line.trim_start_matches([' ', '=']).trim().trim_matches('"');
+        if file.starts_with("src/") {
+            roots.insert(crate_dir.join(file));
+        }
+    }
+    roots.into_iter().collect()
+}
+
+/// The modules of the crate whose root file is `root`, each with its file: those declared
+/// with `mod name;` (outside tests), from the root down.
+fn modules(root: &Path) -> BTreeMap<Module, PathBuf> {
+    let mut found = BTreeMap::new();
+    let mut todo = vec![(Module::new(), root.to_path_buf())];
+    while let Some((module, file)) = todo.pop() {
+        let code = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let code = without_comments(code.split("#[cfg(test)]").next().unwrap_or_default());
+        let stem = file.file_stem().unwrap().to_string_lossy();
+        let dir = match (module.is_empty(), stem.as_ref()) {
+            (true, _) | (false, "mod") => file.parent().unwrap().to_path_buf(),
+            _ => file.with_extension(""),
+        };
+        for child in declared_modules(&code) {
+            let flat = dir.join(format!("{child}.rs"));
+            let nested = dir.join(&child).join("mod.rs");
+            let child_file = if flat.is_file() { flat } else { nested };
+            assert!(child_file.is_file(), "{}: `mod {child};` has no file", file.display());
+            todo.push((module.iter().cloned().chain([child]).collect(), child_file));
+        }
+        found.insert(module, file);
+    }
+    found
+}
+
+/// The names of the file modules `code` declares (`mod name;`, `pub(crate) mod name;`).
+fn declared_modules(code: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, _) in code.match_indices("mod ") {
+        let preceded = code[..i].chars().next_back().is_some_and(|c| c.is_alphanumeric() || c == '_');
+        let rest = &code[i + 4..];
+        let name: String = rest.trim_start().chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+        let after = rest.trim_start()[name.len()..].trim_start();
+        if !preceded && !name.is_empty() && after.starts_with(';') {
+            out.push(name);
+        }
+    }
+    out
+}
+
+/// The modules of one crate root, each with the modules it names.
+fn graph(root: &Path) -> BTreeMap<Module, BTreeSet<Module>> {
+    let modules = modules(root);
     modules
         .iter()
         .map(|(module, file)| {
@@ -51,16 +117,6 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
             out.push(path);
         }
     }
-}
-
-/// `src/a/b.rs` → `[a, b]`; `src/a/mod.rs` → `[a]`; `src/lib.rs` → `[]`.
-fn module_of(src: &Path, file: &Path) -> Module {
-    let relative = file.strip_prefix(src).unwrap().with_extension("");
-    let mut parts: Vec<String> = relative.iter().map(|p| p.to_string_lossy().into_owned()).collect();
-    if matches!(parts.last().map(String::as_str), Some("mod" | "lib")) {
-        parts.pop();
-    }
-    parts
 }
 
 /// Every `crate::…` and `super::…` path in `code`, `{…}` groups expanded; each starts with
@@ -237,35 +293,59 @@ fn levels(graph: &BTreeMap<Module, BTreeSet<Module>>) -> Vec<(String, BTreeMap<M
     out
 }
 
-fn no_cycles(crate_dir: &str, binary_files: &[&str]) {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(crate_dir).join("src");
-    let graph = graph(&src, binary_files);
-    let found: Vec<String> = levels(&graph)
-        .into_iter()
-        .flat_map(|(level, edges)| {
-            cycles(&edges).into_iter().map(move |c| {
-                let names: Vec<String> = c.iter().map(|m| m.join("::")).collect();
-                format!("{level}: {}", names.join(" ↔ "))
-            })
+/// Every import cycle in the crates of the workspace, one line each.
+fn cycles_in(crate_dir: &str) -> Vec<String> {
+    roots(&workspace().join(crate_dir))
+        .iter()
+        .flat_map(|root| {
+            let graph = graph(root);
+            let target = root.strip_prefix(workspace()).unwrap_or(root).display().to_string();
+            levels(&graph)
+                .into_iter()
+                .flat_map(|(level, edges)| {
+                    cycles(&edges).into_iter().map(move |c| {
+                        let names: Vec<String> = c.iter().map(|m| m.join("::")).collect();
+                        format!("{level}: {}", names.join(" ↔ "))
+                    })
+                })
+                .map(move |cycle| format!("{target}, {cycle}"))
+                .collect::<Vec<_>>()
         })
-        .collect();
-    assert!(found.is_empty(), "import cycles in {crate_dir}:\n{}", found.join("\n"));
+        .collect()
 }
 
 #[test]
-fn the_operators_modules_have_no_import_cycles() {
-    no_cycles("operator", &["main.rs", "run.rs"]);
+fn no_crate_of_the_workspace_has_an_import_cycle() {
+    let found: Vec<String> = members().iter().flat_map(|m| cycles_in(m)).collect();
+    assert!(found.is_empty(), "import cycles:\n{}", found.join("\n"));
 }
 
 #[test]
-fn the_api_crates_modules_have_no_import_cycles() {
-    no_cycles("api", &[]);
+fn every_crate_of_the_workspace_is_read() {
+    let members = members();
+    for crate_dir in ["api", "operator", "httpapi", "bundle-tool", "cluster", "images", "pod"] {
+        assert!(members.contains(&crate_dir.to_string()), "{crate_dir} is not in {members:?}");
+    }
+}
+
+#[test]
+fn every_source_file_is_a_module_of_some_crate_root() {
+    // A file no root declares would escape the check (and the compiler).
+    let mut stray = Vec::new();
+    for crate_dir in members() {
+        let dir = workspace().join(&crate_dir);
+        let reached: BTreeSet<PathBuf> = roots(&dir).iter().flat_map(|r| modules(r).into_values()).collect();
+        let mut files = Vec::new();
+        collect(&dir.join("src"), &mut files);
+        stray.extend(files.into_iter().filter(|f| !reached.contains(f)).map(|f| f.display().to_string()));
+    }
+    assert!(stray.is_empty(), "files no crate root declares:\n{}", stray.join("\n"));
 }
 
 #[test]
 fn the_pure_decision_layer_reaches_no_io() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let graph = graph(&src, &["main.rs", "run.rs"]);
+    let graph = graph(&src.join("lib.rs"));
     let mut bad = Vec::new();
     for (from, tos) in graph.iter().filter(|(m, _)| m.first().map(String::as_str) == Some("reconcile")) {
         for to in tos.iter().filter(|to| to.first().map(String::as_str) == Some("controller")) {
@@ -315,4 +395,18 @@ fn paths_in_use_trees_are_expanded_and_resolved() {
     }
     let module: Module = vec!["chart".into(), "render".into()];
     assert_eq!(resolve(&module, &want("super::context")), Some(vec!["chart".to_string(), "context".to_string()]));
+}
+
+#[test]
+fn a_crates_modules_are_the_files_its_roots_declare() {
+    assert_eq!(
+        declared_modules("pub mod a;\npub(crate) mod b;\n#[cfg(x)] mod c;\nmod tests {\n}\nfn rmod d;"),
+        ["a", "b", "c"]
+    );
+    let operator = workspace().join("operator/src");
+    let library = modules(&operator.join("lib.rs"));
+    assert_eq!(library[&vec!["chart".to_string(), "render".to_string()]], operator.join("chart/render.rs"));
+    assert!(!library.contains_key(&vec!["run".to_string()]), "run.rs is the binary's");
+    let binary = modules(&operator.join("main.rs"));
+    assert_eq!(binary[&vec!["run".to_string()]], operator.join("run.rs"));
 }

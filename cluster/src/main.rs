@@ -65,10 +65,15 @@ fn main() -> anyhow::Result<()> {
                 })
                 .collect::<Result<_, _>>()?;
             if !models.is_empty() {
-                let image = cluster.push_ollama_image().await.context("the Ollama image (scripts/build-go-tools.sh ollama)")?;
+                let image =
+                    cluster.push_ollama_image().await.context("the Ollama image (scripts/build-go-tools.sh ollama)")?;
                 cluster.push_models(&models).await.context("the models (scripts/test-models.sh)")?;
                 let names: Vec<&str> = models.iter().map(|m| m.name).collect();
-                println!("  Ollama: {image} and the models {} in {}", names.join(", "), local_cluster::registry::models_address());
+                println!(
+                    "  Ollama: {image} and the models {} in {}",
+                    names.join(", "),
+                    local_cluster::registry::models_address()
+                );
             }
         }
         let gpu_nodes: Vec<String> = cluster

@@ -9,12 +9,12 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::ObjectRef;
-use kube::ResourceExt;
+use kube::{Client, ResourceExt};
 use model_orchestra_api::v1alpha2::PulledModelStatus;
 use serde_json::json;
 
-use super::models::{Replica, Want};
-use super::reconciler::Context;
+use super::models::{Puller, Replica, Want};
+use super::pods::Pods;
 use crate::chart::{Component, MODELS_READY_CONDITION};
 use crate::model::OllamaSettings;
 use crate::reconcile::model::refresh_selects;
@@ -24,10 +24,17 @@ use crate::reconcile::pulls::{self, Replica as ReplicaModels};
 /// What an Ollama application needs of the reconcile: its settings.
 pub(super) type OllamaApps = BTreeMap<String, OllamaSettings>;
 
+/// What the sync reads and writes: the API, the pods cache and the pullers.
+pub(super) struct Replicas<'a> {
+    pub client: &'a Client,
+    pub pods: &'a Pods,
+    pub puller: &'a Puller,
+}
+
 /// Syncs the replicas of `apps` (of the CR `name` in `namespace`); returns, per
 /// application, its models over the replicas that serve.
 pub(super) async fn sync(
-    ctx: &Context,
+    ctx: Replicas<'_>,
     cr: &ObjectRef<kube::api::DynamicObject>,
     key: &str,
     refresh_annotation: Option<&str>,
@@ -65,8 +72,14 @@ pub(super) async fn sync(
                 };
                 let decided = pulls::gate(&settings.models, &models);
                 if models.gate != Some(decided) {
-                    set_gate(ctx, &namespace, &replica.pod, decided, &pulls::gate_message(&settings.models, &models))
-                        .await;
+                    set_gate(
+                        ctx.client,
+                        &namespace,
+                        &replica.pod,
+                        decided,
+                        &pulls::gate_message(&settings.models, &models),
+                    )
+                    .await;
                 }
                 if matches!(component, Component::Application(_)) {
                     serving.push(models);
@@ -88,7 +101,7 @@ fn gate_of(pod: &Pod) -> Option<bool> {
 
 /// Sets the pod's models-ready condition (a strategic merge patch of its status: the
 /// conditions merge by type).
-async fn set_gate(ctx: &Context, namespace: &str, pod: &str, ready: bool, message: &str) {
+async fn set_gate(client: &Client, namespace: &str, pod: &str, ready: bool, message: &str) {
     let now = k8s_openapi::jiff::Timestamp::now();
     let (status, reason) = if ready { ("True", "ModelsPresent") } else { ("False", "ModelsPulling") };
     let patch = json!({"status": {"conditions": [{
@@ -98,7 +111,7 @@ async fn set_gate(ctx: &Context, namespace: &str, pod: &str, ready: bool, messag
         "message": message.chars().take(1000).collect::<String>(),
         "lastTransitionTime": now.to_string(),
     }]}});
-    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
     if let Err(e) = api.patch_status(pod, &params, &Patch::Strategic(&patch)).await {
         tracing::debug!(%pod, error = %e, "cannot set the models-ready condition");

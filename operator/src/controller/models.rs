@@ -137,12 +137,6 @@ impl Puller {
     pub(crate) fn forget(&self, key: &str) {
         self.agents.lock().expect("agents lock").retain(|_, a| a.cr != key);
     }
-
-    /// How many agents run (for the per-CR state test).
-    #[cfg(test)]
-    pub(crate) fn agents(&self) -> usize {
-        self.agents.lock().expect("agents lock").len()
-    }
 }
 
 /// Why a request to a replica failed.

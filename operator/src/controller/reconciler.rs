@@ -999,7 +999,9 @@ async fn sync_models(
         return BTreeMap::new();
     }
     let reference = ObjectRef::new_with(&cr.name, ctx.cr_resource()).within(&cr.namespace);
-    super::engine_models::sync(ctx, &reference, &cr.key, cr.refresh_annotation.as_deref(), apps, &cr.previous).await
+    let replicas = super::engine_models::Replicas { client: &ctx.client, pods: &ctx.pods, puller: &ctx.puller };
+    super::engine_models::sync(replicas, &reference, &cr.key, cr.refresh_annotation.as_deref(), apps, &cr.previous)
+        .await
 }
 
 /// Readiness per component, from the Deployments just applied (their response carries

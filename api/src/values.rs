@@ -401,10 +401,9 @@ pub struct OllamaEngine {
     /// template's whole).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = MAX_OLLAMA_MODELS))]
-    #[schemars(extend("x-kubernetes-validations" = [{
-        "rule": "self.all(m, self.exists_one(n, n.name == m.name))",
-        "message": "a model is listed once"
-    }]))]
+    // A list keyed by name: the API server refuses a model listed twice (a CEL rule
+    // comparing every pair costs more than the budget of a map of applications allows).
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
     pub models: Option<Vec<OllamaModel>>,
     /// Where the models are pulled from; Ollama's own registry (`registry.ollama.ai`)
     /// when absent.

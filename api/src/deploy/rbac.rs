@@ -68,13 +68,16 @@ pub fn cluster_role(name: &str) -> ClusterRole {
 
 /// What an operator run outside the cluster (`make run`, the e2e tests) needs beyond
 /// [`cluster_role`]: `create` on `services/proxy`, to ask promotion candidates through the
-/// API server's service proxy, and `create`/`get` on `pods/proxy`, to pull an Ollama
-/// replica's models through its pod proxy. In the cluster it talks to gateways and pods
+/// API server's service proxy, and `create`/`get`/`delete` on `pods/proxy`, to pull an
+/// Ollama replica's models through its pod proxy and delete the ones no longer listed. In the cluster it talks to gateways and pods
 /// directly, so the installed ClusterRole leaves these out.
 pub fn out_of_cluster_role(name: &str) -> ClusterRole {
     ClusterRole {
         metadata: ObjectMeta { name: Some(name.to_string()), ..Default::default() },
-        rules: Some(vec![rule("", &["services/proxy"], &["create"]), rule("", &["pods/proxy"], &["create", "get"])]),
+        rules: Some(vec![
+            rule("", &["services/proxy"], &["create"]),
+            rule("", &["pods/proxy"], &["create", "get", "delete"]),
+        ]),
         ..Default::default()
     }
 }

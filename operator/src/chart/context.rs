@@ -731,6 +731,11 @@ fn application_components<'a>(
     }
     production.pod_annotations.insert(REVISION_ANNOTATION.into(), rev.clone());
     candidate.pod_annotations.insert(REVISION_ANNOTATION.into(), rev);
+    if let EngineModel::Ollama(o) = &app.engine {
+        for c in [&mut production, &mut candidate] {
+            c.pod_annotations.insert(super::MODELS_ANNOTATION.into(), o.models.join(","));
+        }
+    }
     Ok(vec![production, candidate])
 }
 

@@ -28,7 +28,7 @@ pub use context::{
     COMPONENT_LABEL, INSTANCE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, MODEL_REVISION_LABEL, REVISION_ANNOTATION,
 };
 pub use group::{POD_INDEX_LABEL, ROLE_LABEL};
-pub use ollama::MODELS_READY_CONDITION;
+pub use ollama::{MODELS_ANNOTATION, MODELS_READY_CONDITION};
 pub use render::{to_yaml_stream, Rendered, RenderedObject, YamlStream};
 
 /// Where an engine reads models, and the model cache is mounted.

@@ -19,9 +19,17 @@ use crate::model::{ApplicationModel, OllamaSettings};
 /// readiness gate of the application's pods).
 pub const MODELS_READY_CONDITION: &str = "models.titanml.co/models-ready";
 
+/// Under verified promotion, the models a revision's pods serve (comma-separated), on its
+/// pod template: while a candidate is verified, the serving revision's pods keep the models
+/// they were made for. (Without promotion, a change of the list is pulled into the running
+/// pods and no annotation is rendered: it would restart them.)
+pub const MODELS_ANNOTATION: &str = "models.titanml.co/models";
+
 /// Where Ollama keeps its identity key (`~/.ollama`): a volume of its own, so the root
 /// filesystem can stay read-only and the user need not be root.
 const HOME: &str = "/home/ollama";
+/// Scratch space (Ollama's temporary files): a volume, for the same reason.
+const TMP: &str = "/tmp";
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -58,8 +66,10 @@ pub(super) fn ollama(app: &ApplicationModel, o: &OllamaSettings, base: OllamaBas
         value("OLLAMA_HOST", &format!("0.0.0.0:{}", o.port)),
         value("OLLAMA_MODELS", MODELS_DIR),
         value("HOME", HOME),
+        value("TMPDIR", TMP),
     ];
-    env.extend(base.env.into_iter().filter(|e| !["OLLAMA_HOST", "OLLAMA_MODELS", "HOME"].contains(&e.name.as_str())));
+    let ours = ["OLLAMA_HOST", "OLLAMA_MODELS", "HOME", "TMPDIR"];
+    env.extend(base.env.into_iter().filter(|e| !ours.contains(&e.name.as_str())));
     let probe = |period: i32, failures: i32| Probe {
         // `GET /` answers "Ollama is running" once the server listens.
         http_get: Some(HTTPGetAction {
@@ -85,11 +95,12 @@ pub(super) fn ollama(app: &ApplicationModel, o: &OllamaSettings, base: OllamaBas
         mount_path: path.into(),
         ..Default::default()
     };
-    let volume_mounts: Vec<VolumeMount> = [mount(&models, MODELS_DIR), mount(&home, HOME)]
+    let tmp = Volume { name: "tmp".into(), empty_dir: Some(EmptyDirVolumeSource::default()), ..Default::default() };
+    let volume_mounts: Vec<VolumeMount> = [mount(&models, MODELS_DIR), mount(&home, HOME), mount(&tmp, TMP)]
         .into_iter()
         .chain(app.pod.volume_mounts.iter().cloned())
         .collect();
-    let volumes: Vec<Volume> = [models, home].into_iter().chain(app.pod.volumes.iter().cloned()).collect();
+    let volumes: Vec<Volume> = [models, home, tmp].into_iter().chain(app.pod.volumes.iter().cloned()).collect();
     OllamaContext {
         image: o.image.clone(),
         port: o.port,

@@ -15,7 +15,7 @@ use serde_json::json;
 
 use super::models::{Puller, Replica, Want};
 use super::pods::Pods;
-use crate::chart::{Component, MODELS_READY_CONDITION};
+use crate::chart::{Component, MODELS_ANNOTATION, MODELS_READY_CONDITION};
 use crate::model::OllamaSettings;
 use crate::reconcile::model::refresh_selects;
 use crate::reconcile::plan::FIELD_MANAGER;
@@ -47,16 +47,19 @@ pub(super) async fn sync(
     let mut live = HashSet::new();
     let mut out = BTreeMap::new();
     for (app, settings) in apps {
-        let want = Want {
-            models: settings.models.iter().map(|m| (m.clone(), settings.pull_name(m))).collect(),
-            insecure: settings.insecure,
-            stall: Duration::from_secs(settings.stall_seconds.max(1) as u64),
-            refresh: refreshed.contains(&app.as_str()).then(|| refresh_annotation.unwrap_or_default().to_string()),
-        };
+        let refresh = refreshed.contains(&app.as_str()).then(|| refresh_annotation.unwrap_or_default().to_string());
         let mut serving = Vec::new();
+        let mut serving_models: Option<Vec<String>> = None;
         for component in [Component::Application(app.clone()), Component::Candidate(app.clone())] {
             for pod in ctx.pods.running(&namespace, &name, &component) {
                 let Some(uid) = pod.uid() else { continue };
+                let listed = models_of(&pod).unwrap_or_else(|| settings.models.clone());
+                let want = Want {
+                    models: listed.iter().map(|m| (m.clone(), settings.pull_name(m))).collect(),
+                    insecure: settings.insecure,
+                    stall: Duration::from_secs(settings.stall_seconds.max(1) as u64),
+                    refresh: refresh.clone(),
+                };
                 live.insert(uid.clone());
                 let replica = Replica {
                     namespace: namespace.clone(),
@@ -68,29 +71,33 @@ pub(super) async fn sync(
                 let models = ReplicaModels {
                     pod: replica.pod.clone(),
                     gate: gate_of(&pod),
-                    models: ctx.puller.ensure(cr, &replica, want.clone()),
+                    models: ctx.puller.ensure(cr, &replica, want),
                 };
-                let decided = pulls::gate(&settings.models, &models);
+                let decided = pulls::gate(&listed, &models);
                 if models.gate != Some(decided) {
-                    set_gate(
-                        ctx.client,
-                        &namespace,
-                        &replica.pod,
-                        decided,
-                        &pulls::gate_message(&settings.models, &models),
-                    )
-                    .await;
+                    set_gate(ctx.client, &namespace, &replica.pod, decided, &pulls::gate_message(&listed, &models))
+                        .await;
                 }
                 if matches!(component, Component::Application(_)) {
                     serving.push(models);
+                    serving_models.get_or_insert(listed);
                 }
             }
         }
+        // The status reports what the serving revision serves.
+        let listed = serving_models.unwrap_or_else(|| settings.models.clone());
         let earlier = previous.applications.get(app).map(|a| a.models.as_slice()).unwrap_or_default();
-        out.insert(app.clone(), pulls::statuses(&settings.models, &serving, earlier));
+        out.insert(app.clone(), pulls::statuses(&listed, &serving, earlier));
     }
     ctx.puller.retain(key, &live);
     out
+}
+
+/// The models the pod's revision serves, when its template says (under verified
+/// promotion).
+fn models_of(pod: &Pod) -> Option<Vec<String>> {
+    let listed = pod.metadata.annotations.as_ref()?.get(MODELS_ANNOTATION)?;
+    Some(listed.split(',').filter(|m| !m.is_empty()).map(str::to_string).collect())
 }
 
 /// The pod's models-ready condition, as cached.

@@ -378,7 +378,12 @@ async fn run(
                 // after it: that name goes with its listed one).
                 let pulled: HashSet<String> = want.models.iter().map(|(_, p)| canonical(p)).collect();
                 for name in held.keys().filter(|n| !listed.contains(*n) && !pulled.contains(*n)) {
-                    let _ = endpoint.call(http::Method::DELETE, "/api/delete", Some(json!({"model": name}))).await;
+                    if let Err(e) =
+                        endpoint.call(http::Method::DELETE, "/api/delete", Some(json!({"model": name}))).await
+                    {
+                        tracing::warn!(pod = %endpoint.replica.pod, model = %name, error = %e, "cannot delete a model no longer listed");
+                        next_round = next_round.min(Duration::from_secs(10));
+                    }
                 }
                 let mut changed = false;
                 for (name, pull_name) in &want.models {

@@ -12,8 +12,8 @@ use kube::{Api, Client};
 
 use super::compact::CachedPod;
 use crate::chart::{
-    Component, COMPONENT_LABEL, INSTANCE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, MODELS_READY_CONDITION, POD_INDEX_LABEL,
-    ROLE_LABEL,
+    Component, COMPONENT_LABEL, INSTANCE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, MODELS_ANNOTATION,
+    MODELS_READY_CONDITION, POD_INDEX_LABEL, ROLE_LABEL,
 };
 use crate::reconcile::group::{self, Member, WORKERS_ANNOTATION};
 use crate::reconcile::pod_health::{newness, pod_problem, PodProblem};
@@ -47,9 +47,10 @@ pub(super) fn watch(client: &Client, namespace: Option<&str>) -> (Pods, PodStrea
 fn slim(pod: &mut CachedPod) {
     let meta = &mut pod.metadata;
     meta.managed_fields = None;
-    // A group's root: the workers it started with.
+    // A group's root: the workers it started with; an Ollama replica under promotion: the
+    // models its revision serves.
     meta.annotations = meta.annotations.take().and_then(|mut a| {
-        a.retain(|k, _| k == WORKERS_ANNOTATION);
+        a.retain(|k, _| k == WORKERS_ANNOTATION || k == MODELS_ANNOTATION);
         (!a.is_empty()).then_some(a)
     });
     meta.owner_references = None;

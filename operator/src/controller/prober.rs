@@ -1,12 +1,14 @@
 //! The success prompt, asked off the reconcile path: one task per candidate being verified
-//! sends the prompt through the gateway's OpenAI-compatible API (`/v1/chat/completions`,
-//! `model` = the candidate's consumer group, temperature 0), at most a few requests in
-//! flight for the whole operator, each with a timeout, and wakes its CR's reconcile with
-//! every result. A slow model holds one slot, not a reconcile.
+//! sends the prompt, deterministically (temperature 0), to what serves the candidate —
+//! Takeoff's gateway through its OpenAI-compatible API (`/v1/chat/completions`, `model` =
+//! the candidate's consumer group), an Ollama candidate through its own Service
+//! (`/api/generate`, raw) — at most a few requests in flight for the whole operator, each
+//! with a timeout, and wakes its CR's reconcile with every result. A slow model holds one
+//! slot, not a reconcile.
 //!
-//! The route to the gateway: in the cluster, its Service (`http://<gateway>.<ns>.svc:80`);
+//! The route to a Service: in the cluster, its DNS name (`http://<service>.<ns>.svc:<port>`);
 //! outside (`make run`), the API server's service proxy
-//! (`/api/v1/namespaces/<ns>/services/<gateway>:http/proxy/…`), which needs `create` on
+//! (`/api/v1/namespaces/<ns>/services/<service>:<port>/proxy/…`), which needs `create` on
 //! `services/proxy`.
 
 use std::collections::HashMap;
@@ -20,12 +22,14 @@ use serde_json::{json, Value};
 use tokio::sync::{mpsc, Semaphore};
 
 use crate::operations::metrics::Metrics;
-use crate::reconcile::promotion::{matches, Ask, Progress};
+use crate::reconcile::promotion::{matches, Ask, Progress, Target};
 
 /// Requests in flight at once, for every candidate together.
 const IN_FLIGHT: usize = 4;
 /// The OpenAI-compatible API's path on the gateway.
 const COMPLETIONS: &str = "/v1/chat/completions";
+/// Ollama's own completion API.
+const GENERATE: &str = "/api/generate";
 
 /// How the operator reaches gateways.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,11 +79,11 @@ pub(crate) struct Prober {
 pub(crate) enum ProbeError {
     #[error("no answer within {0}s")]
     Timeout(u64),
-    #[error("the gateway answered {code}: {body}")]
+    #[error("the service answered {code}: {body}")]
     Status { code: u16, body: String },
-    #[error("cannot reach the gateway: {0}")]
+    #[error("cannot reach the service: {0}")]
     Unreachable(String),
-    #[error("the gateway's answer is not an OpenAI chat completion: {0}")]
+    #[error("the answer is not a completion: {0}")]
     Malformed(String),
 }
 
@@ -206,44 +210,66 @@ async fn verify(
     }
 }
 
-/// The prompt as a chat completion request: deterministic sampling, no streaming.
-pub(crate) fn request_body(ask: &Ask) -> Value {
-    json!({
-        "model": ask.group,
-        "messages": [{"role": "user", "content": ask.prompt}],
-        "max_tokens": ask.max_tokens,
-        "temperature": 0,
-        "stream": false,
-    })
+/// The path asked and the prompt as its request: deterministic sampling, no streaming.
+pub(crate) fn request(ask: &Ask) -> (&'static str, Value) {
+    match &ask.target {
+        Target::Gateway { group } => (
+            COMPLETIONS,
+            json!({
+                "model": group,
+                "messages": [{"role": "user", "content": ask.prompt}],
+                "max_tokens": ask.max_tokens,
+                "temperature": 0,
+                "stream": false,
+            }),
+        ),
+        Target::Ollama { model } => (
+            GENERATE,
+            json!({
+                "model": model,
+                "prompt": ask.prompt,
+                "raw": true,
+                "stream": false,
+                "options": {"temperature": 0, "seed": 0, "num_predict": ask.max_tokens},
+            }),
+        ),
+    }
 }
 
-/// The answer's text: the first choice's message (or, from an older gateway, its `text`).
-pub(crate) fn answer_of(body: &[u8]) -> Result<String, ProbeError> {
+/// The answer's text: a chat completion's first choice's message (or, from an older
+/// gateway, its `text`); Ollama's `response`.
+pub(crate) fn answer_of(target: &Target, body: &[u8]) -> Result<String, ProbeError> {
     let excerpt = || String::from_utf8_lossy(&body[..body.len().min(120)]).into_owned();
     let value: Value =
         serde_json::from_slice(body).map_err(|_| ProbeError::Malformed(format!("not JSON: {:?}", excerpt())))?;
-    let choice = &value["choices"][0];
-    choice["message"]["content"]
-        .as_str()
-        .or_else(|| choice["text"].as_str())
-        .map(str::to_string)
-        .ok_or_else(|| ProbeError::Malformed(format!("no choices[0].message.content in {:?}", excerpt())))
+    match target {
+        Target::Gateway { .. } => {
+            let choice = &value["choices"][0];
+            choice["message"]["content"]
+                .as_str()
+                .or_else(|| choice["text"].as_str())
+                .map(str::to_string)
+                .ok_or_else(|| ProbeError::Malformed(format!("no choices[0].message.content in {:?}", excerpt())))
+        }
+        Target::Ollama { .. } => value["response"]
+            .as_str()
+            .map(str::to_string)
+            .ok_or_else(|| ProbeError::Malformed(format!("no response in {:?}", excerpt()))),
+    }
 }
 
 async fn send(client: &kube::Client, route: Route, ask: &Ask) -> Result<String, ProbeError> {
-    let body = serde_json::to_vec(&request_body(ask)).expect("a request serialises");
+    let (path, body) = request(ask);
+    let body = serde_json::to_vec(&body).expect("a request serialises");
     match route {
         Route::ApiServer => {
-            let uri = format!(
-                "/api/v1/namespaces/{}/services/{}:{}/proxy{COMPLETIONS}",
-                ask.namespace, ask.gateway, ask.port
-            );
+            let uri = format!("/api/v1/namespaces/{}/services/{}:{}/proxy{path}", ask.namespace, ask.service, ask.port);
             let request = http::Request::post(uri)
                 .header(http::header::CONTENT_TYPE, "application/json")
                 .body(body)
                 .expect("a valid request");
             match client.request_text(request).await {
-                Ok(text) => answer_of(text.as_bytes()),
+                Ok(text) => answer_of(&ask.target, text.as_bytes()),
                 Err(kube::Error::Api(s)) => {
                     Err(ProbeError::Status { code: s.code, body: s.message.chars().take(200).collect() })
                 }
@@ -251,7 +277,7 @@ async fn send(client: &kube::Client, route: Route, ask: &Ask) -> Result<String, 
             }
         }
         Route::Service => {
-            let uri = format!("http://{}.{}.svc:{}{COMPLETIONS}", ask.gateway, ask.namespace, ask.port);
+            let uri = format!("http://{}.{}.svc:{}{path}", ask.service, ask.namespace, ask.port);
             let request = http::Request::post(uri)
                 .header(http::header::CONTENT_TYPE, "application/json")
                 .body(Full::new(Bytes::from(body)))
@@ -267,7 +293,7 @@ async fn send(client: &kube::Client, route: Route, ask: &Ask) -> Result<String, 
                     body: String::from_utf8_lossy(&bytes).chars().take(200).collect(),
                 });
             }
-            answer_of(&bytes)
+            answer_of(&ask.target, &bytes)
         }
     }
 }
@@ -280,9 +306,9 @@ mod tests {
     fn ask() -> Ask {
         Ask {
             namespace: "ns".into(),
-            gateway: "gw".into(),
+            service: "gw".into(),
             port: 80,
-            group: "verify-abc".into(),
+            target: Target::Gateway { group: "verify-abc".into() },
             prompt: "Are you there? {{x}}\u{0}".into(),
             expect: "yes".into(),
             max_tokens: 8,
@@ -295,7 +321,8 @@ mod tests {
 
     #[test]
     fn the_request_asks_the_candidates_group_deterministically() {
-        let body = request_body(&ask());
+        let (path, body) = request(&ask());
+        assert_eq!(path, "/v1/chat/completions");
         assert_eq!(body["model"], "verify-abc");
         assert_eq!(body["temperature"], 0);
         assert_eq!(body["messages"][0]["content"], "Are you there? {{x}}\u{0}", "the prompt is data, sent as written");
@@ -303,14 +330,42 @@ mod tests {
 
     #[test]
     fn the_answer_is_the_first_choices_message() {
+        let gateway = ask().target;
         let body = br#"{"choices":[{"message":{"role":"assistant","content":"Yes."}}]}"#;
-        assert_eq!(answer_of(body), Ok("Yes.".into()));
-        assert_eq!(answer_of(br#"{"choices":[{"text":"yes"}]}"#), Ok("yes".into()));
+        assert_eq!(answer_of(&gateway, body), Ok("Yes.".into()));
+        assert_eq!(answer_of(&gateway, br#"{"choices":[{"text":"yes"}]}"#), Ok("yes".into()));
     }
 
     #[test]
     fn a_body_that_is_not_a_chat_completion_is_a_clear_failure() {
-        assert!(matches!(answer_of(b"<html>502</html>"), Err(ProbeError::Malformed(m)) if m.contains("not JSON")));
-        assert!(matches!(answer_of(br#"{"error":"x"}"#), Err(ProbeError::Malformed(m)) if m.contains("choices[0]")));
+        let gateway = ask().target;
+        let html = answer_of(&gateway, b"<html>502</html>");
+        assert!(matches!(html, Err(ProbeError::Malformed(m)) if m.contains("not JSON")));
+        let error = answer_of(&gateway, br#"{"error":"x"}"#);
+        assert!(matches!(error, Err(ProbeError::Malformed(m)) if m.contains("choices[0]")));
+    }
+
+    fn ollama() -> Ask {
+        Ask { service: "app-candidate".into(), target: Target::Ollama { model: "smollm2:135m".into() }, ..ask() }
+    }
+
+    #[test]
+    fn an_ollama_candidate_is_asked_raw_on_its_generate_api_deterministically() {
+        let (path, body) = request(&ollama());
+        assert_eq!(path, "/api/generate");
+        assert_eq!(body["model"], "smollm2:135m");
+        assert_eq!(body["raw"], true, "the prompt as written, no chat template");
+        assert_eq!(body["stream"], false);
+        assert_eq!(body["options"]["temperature"], 0);
+        assert_eq!(body["options"]["num_predict"], 8);
+        assert_eq!(body["prompt"], "Are you there? {{x}}\u{0}");
+    }
+
+    #[test]
+    fn an_ollama_answer_is_its_response_and_an_error_body_is_a_clear_failure() {
+        let target = ollama().target;
+        assert_eq!(answer_of(&target, br#"{"model":"m","response":" Paris.","done":true}"#), Ok(" Paris.".into()));
+        let error = answer_of(&target, br#"{"error":"model 'x' not found"}"#);
+        assert!(matches!(error, Err(ProbeError::Malformed(m)) if m.contains("no response")));
     }
 }

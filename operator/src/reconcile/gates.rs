@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use super::group::{self, Group, Member};
 use super::model::{self, Download};
-use super::promotion::{self, Ask, Progress};
+use super::promotion::{self, Ask, Progress, Target};
 use crate::chart::{Component, RenderedObject};
 
 /// The cluster as far as the gates look at it, in the CR's namespace.
@@ -136,11 +136,7 @@ fn promotions(
 ) -> (Promotions, Vec<String>) {
     let mut out = Promotions::default();
     let mut unverified = Vec::new();
-    let gateway = objects.iter().find(|o| o.kind == Kind::Service && o.component == Component::Gateway).map(|s| {
-        let ports = s.object["spec"]["ports"].as_array().cloned().unwrap_or_default();
-        let http = ports.iter().find(|p| p["name"] == "http").or(ports.first()).and_then(|p| p["port"].as_u64());
-        (s.name.clone(), http.unwrap_or(80) as u16)
-    });
+    let gateway = service_of(objects, &Component::Gateway);
     for app in &cr.model.applications {
         let Some(settings) = &app.promotion else {
             unverified.push(app.key.clone());
@@ -181,15 +177,23 @@ fn promotions(
         // First without the prober's progress: which verification (revision and retry)
         // this is; then with it.
         let (first, first_status) = promotion::decide(&facts);
+        // Takeoff is asked through the gateway by the candidate's consumer group; Ollama
+        // on the candidate's own Service, its first model.
+        let asked = match &app.engine {
+            crate::model::EngineModel::Ollama(o) => service_of(objects, &candidate)
+                .zip(o.models.first())
+                .map(|(s, model)| (s, Target::Ollama { model: model.clone() })),
+            _ => gateway.clone().map(|s| (s, Target::Gateway { group: format!("verify-{revision}") })),
+        };
         let progress;
-        if let (promotion::Decision::Verify { probe, .. }, Some((gateway, port))) = (&first, &gateway) {
+        if let (promotion::Decision::Verify { probe, .. }, Some(((service, port), target))) = (&first, asked) {
             let ready = *probe && candidate_ready(live.deployment(&candidate_name).as_deref(), &revision);
             let id = format!("{revision}/{}", first_status.retry.as_deref().unwrap_or_default());
             let ask = Ask {
                 namespace: cr.namespace.to_string(),
-                gateway: gateway.clone(),
-                port: *port,
-                group: format!("verify-{revision}"),
+                service,
+                port,
+                target,
                 prompt: settings.prompt.clone(),
                 expect: settings.expect.clone(),
                 max_tokens: settings.max_tokens,
@@ -234,6 +238,15 @@ fn promotions(
         out.statuses.insert(app.key.clone(), status);
     }
     (out, unverified)
+}
+
+/// The rendered Service of `component`: its name and its port named `http`.
+fn service_of(objects: &[RenderedObject], component: &Component) -> Option<(String, u16)> {
+    objects.iter().find(|o| o.kind == Kind::Service && &o.component == component).map(|s| {
+        let ports = s.object["spec"]["ports"].as_array().cloned().unwrap_or_default();
+        let http = ports.iter().find(|p| p["name"] == "http").or(ports.first()).and_then(|p| p["port"].as_u64());
+        (s.name.clone(), http.unwrap_or(80) as u16)
+    })
 }
 
 /// The revision a Deployment's pod template carries (verified promotion).

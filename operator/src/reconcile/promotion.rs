@@ -36,11 +36,11 @@ pub(crate) struct Progress {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Ask {
     pub namespace: String,
-    /// The gateway Service and its port named `http` (the OpenAI-compatible API).
-    pub gateway: String,
+    /// The Service asked and its port named `http`.
+    pub service: String,
     pub port: u16,
-    /// The candidate's consumer group.
-    pub group: String,
+    /// Which API, and the model asked.
+    pub target: Target,
     pub prompt: String,
     pub expect: String,
     pub max_tokens: i32,
@@ -48,6 +48,17 @@ pub(crate) struct Ask {
     pub period: Duration,
     pub success_threshold: u32,
     pub failure_threshold: u32,
+}
+
+/// What the prober asks a candidate through.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Target {
+    /// Takeoff: the gateway's OpenAI-compatible chat completions, `model` = the candidate's
+    /// consumer group (the gateway routes by it).
+    Gateway { group: String },
+    /// Ollama: the candidate's own Service, `/api/generate` raw (the prompt as written, no
+    /// chat template: base models answer too) with this model.
+    Ollama { model: String },
 }
 
 /// The thresholds of a verification (`PromotionSettings`, in the terms decided here).

@@ -20,6 +20,7 @@ mod http_api_page;
 mod http_api_schemathesis;
 mod in_pod;
 mod model_cache;
+mod ollama;
 mod promotion;
 mod server_validation;
 mod v1alpha2;

@@ -39,7 +39,7 @@ RUN_ARGS ?= --claim-unlabeled --metrics-addr 127.0.0.1:0
 # HTTP_API=1: `make deploy` and `make bundle` include the HTTP API (docs: "HTTP API").
 HTTP_API ?=
 
-.PHONY: all help build test test-unit test-e2e olm-drill image-build-push lint render crd generate docs bench install uninstall deploy undeploy run cluster registry bench-operator bundle crds static bundle-build-push docker-build catalog catalog-build-push subscriptions bench-catalog bench-api
+.PHONY: all help build test test-unit test-e2e olm-drill image-build-push lint render crd generate docs bench install uninstall deploy undeploy run cluster registry bench-operator bundle crds static bundle-build-push docker-build catalog catalog-build-push subscriptions bench-catalog bench-api bench-engine
 
 all: build
 
@@ -163,6 +163,14 @@ bench-api:
 	scripts/build-go-tools.sh k8s kwok crds
 	$(CARGO) build --release -p model-orchestra-operator --bins --bench api
 	$(CARGO) bench -p model-orchestra-operator --bench api
+
+## bench-engine: kubectl apply of an Ollama CR to the model's first token, beside the floor
+#   phases on the real node (scheduled, image pulled, started, model pulled, Ready, first
+#   token) and the same Ollama and model as plain processes; BENCH_ENGINE_RUNS repeats
+bench-engine: static
+	scripts/install-test-deps.sh
+	$(CARGO) build --release -p model-orchestra-operator --bins --bench engine
+	PATH="$(CURDIR)/target/tools/bin:$$PATH" $(CARGO) bench -p model-orchestra-operator --bench engine
 
 ## bench: render benchmarks, in process (criterion) and as a whole process
 #   the release binary's median wall time and peak RSS for the sample, 50 and 1,000

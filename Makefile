@@ -120,12 +120,13 @@ uninstall:
 	$(KUBECTL) delete --ignore-not-found -f config/crd/models.titanml.co_modelorchestras.yaml
 
 ## deploy: install the CRD, then the operator (Namespace, RBAC, Deployment) with IMG
+#   API_VERSION=v1alpha2 deploys the v1alpha2 line (beside the v1alpha1 one, if deployed)
 deploy: install build
-	$(OPERATOR) manifests --image $(IMG) --claim-unlabeled $(if $(HTTP_API),--http-api) | $(KUBECTL) apply --server-side -f -
+	$(OPERATOR) manifests --image $(IMG) $(if $(filter-out v1alpha1,$(API_VERSION)),--api-version $(API_VERSION)) --claim-unlabeled $(if $(HTTP_API),--http-api) | $(KUBECTL) apply --server-side -f -
 
 ## undeploy: remove the operator (the CRD and the CRs stay)
 undeploy: build
-	$(OPERATOR) manifests --image $(IMG) --claim-unlabeled $(if $(HTTP_API),--http-api) | $(KUBECTL) delete --ignore-not-found -f -
+	$(OPERATOR) manifests --image $(IMG) $(if $(filter-out v1alpha1,$(API_VERSION)),--api-version $(API_VERSION)) --claim-unlabeled $(if $(HTTP_API),--http-api) | $(KUBECTL) delete --ignore-not-found -f -
 
 ## run: run the operator locally against the current kubeconfig
 run: build

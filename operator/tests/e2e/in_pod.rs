@@ -66,6 +66,11 @@ async fn deployed(replicas: u32) -> (Cluster, Duration) {
 }
 
 async fn deployed_with(replicas: u32, http_api: bool) -> (Cluster, Duration) {
+    deployed_line(replicas, http_api, None).await
+}
+
+/// As [`deployed_with`], the line serving `api_version` (`make deploy API_VERSION=…`).
+async fn deployed_line(replicas: u32, http_api: bool, api_version: Option<&str>) -> (Cluster, Duration) {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let cluster = Cluster::start(Options::default()).await.unwrap_or_else(|e| panic!("{e}"));
     let image = push_operator_image(&cluster).await;
@@ -78,6 +83,13 @@ async fn deployed_with(replicas: u32, http_api: bool) -> (Cluster, Duration) {
     if http_api {
         manifests.arg("--http-api");
     }
+    if let Some(version) = api_version {
+        manifests.args(["--api-version", version]);
+    }
+    let deployment = match api_version {
+        Some("v1alpha2") => "model-orchestra-operator-v1",
+        _ => DEPLOYMENT,
+    };
     let out = manifests.output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let started = Instant::now();
@@ -85,13 +97,13 @@ async fn deployed_with(replicas: u32, http_api: bool) -> (Cluster, Duration) {
     if replicas != 1 {
         kubectl(
             &cluster,
-            &["-n", NAMESPACE, "scale", &format!("deployment/{DEPLOYMENT}"), &format!("--replicas={replicas}")],
+            &["-n", NAMESPACE, "scale", &format!("deployment/{deployment}"), &format!("--replicas={replicas}")],
             "",
         );
     }
     kubectl(
         &cluster,
-        &["-n", NAMESPACE, "rollout", "status", &format!("deployment/{DEPLOYMENT}"), "--timeout=180s"],
+        &["-n", NAMESPACE, "rollout", "status", &format!("deployment/{deployment}"), "--timeout=180s"],
         "",
     );
     (cluster, started.elapsed())
@@ -125,7 +137,10 @@ async fn wait_ready(cluster: &Cluster, namespace: &str, name: &str) -> Duration 
                 return started.elapsed();
             }
         }
-        assert!(started.elapsed() < Duration::from_secs(120), "{namespace}/{name} did not become Ready");
+        if started.elapsed() > Duration::from_secs(120) {
+            let status = String::from_utf8_lossy(&out.stdout).into_owned();
+            panic!("{namespace}/{name} did not become Ready: {status}");
+        }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -318,4 +333,33 @@ async fn make_deploy_with_the_http_api_serves_it_from_its_own_pod_through_its_se
         http::Request::get(path.replace("team-a", "kube-system")).header("X-API-Key", &key).body(vec![]).unwrap();
     let refused = client.request_text(request).await.unwrap_err().to_string();
     assert!(refused.contains("403") || refused.contains("Forbidden"), "another namespace is refused: {refused}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_v1alpha2_line_in_its_pod_pulls_an_ollama_model_into_its_replica_and_the_model_answers() {
+    let (cluster, _) = deployed_line(1, false, Some("v1alpha2")).await;
+    // What `make cluster` seeds: the Ollama image and SmolLM2, and the namespace `models`.
+    cluster.push_ollama_image().await.unwrap_or_else(|e| panic!("{e}"));
+    cluster.push_models(&[local_cluster::ollama::SMOLLM2]).await.unwrap_or_else(|e| panic!("{e}"));
+    cluster.run_pods_for_real("models").await.unwrap();
+    let sample = std::fs::read_to_string(root().join("config/samples/modelorchestra-v1alpha2-ollama.yaml")).unwrap();
+    kubectl(&cluster, &["-n", "models", "apply", "-f", "-"], &sample);
+    let apply_to_ready = wait_ready(&cluster, "models", "chat").await;
+
+    // The README's last step, through the API server's service proxy.
+    let client = cluster.client().await.unwrap();
+    let body = serde_json::json!({"model": "smollm2:135m", "prompt": "The capital of France is", "raw": true,
+        "stream": false, "options": {"temperature": 0, "num_predict": 8}});
+    let request = http::Request::post(
+        "/api/v1/namespaces/models/services/http:chat-model-orchestra-assistant:http/proxy/api/generate",
+    )
+    .header(http::header::CONTENT_TYPE, "application/json")
+    .body(serde_json::to_vec(&body).unwrap())
+    .unwrap();
+    let answer: serde_json::Value = serde_json::from_str(&client.request_text(request).await.unwrap()).unwrap();
+    assert!(answer["response"].as_str().unwrap_or_default().contains("Paris"), "{answer}");
+    eprintln!(
+        "kubectl apply of the Ollama sample → Ready through the operator's pod: {:.1} s",
+        apply_to_ready.as_secs_f64()
+    );
 }

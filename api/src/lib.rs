@@ -10,6 +10,7 @@ mod component;
 pub mod crd;
 pub mod deploy;
 pub mod error;
+pub mod keys;
 pub mod kinds;
 pub mod lines;
 pub mod names;

@@ -8,7 +8,7 @@ use crate::ApiVersion;
 pub const ROUTING_LABEL: &str = "operatorVersion";
 /// The annotation a user sets to choose, or change, the API version an unlabelled CR is
 /// served as (`v1alpha2`); without it, a CR is served as the version it was created with.
-pub const API_VERSION_ANNOTATION: &str = "models.titanml.co/api-version";
+pub use crate::keys::API_VERSION_ANNOTATION;
 
 /// The routing value a line takes when none is given: `v<MAJOR>` of its release, but never
 /// below the first major release that serves its API version — so a 0.x binary started

@@ -177,7 +177,28 @@ impl Drop for Supervised {
     }
 }
 
-/// A free TCP port on 127.0.0.1 (bound and released: the caller starts its server on it).
+/// A free TCP port on 127.0.0.1 (bound and released: the caller starts its server on it),
+/// never one this process was given before: a cluster's servers listen inside its network
+/// namespace, where the host's kernel does not see them, so it may offer a port again that
+/// one of them already holds (seen: the models registry's `bind: address already in use`).
 pub fn free_port() -> std::io::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    static GIVEN: std::sync::Mutex<Option<std::collections::HashSet<u16>>> = std::sync::Mutex::new(None);
+    for _ in 0..1000 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+        if given.get_or_insert_with(Default::default).insert(port) {
+            return Ok(port);
+        }
+    }
+    Err(std::io::Error::new(std::io::ErrorKind::AddrInUse, "no port this process was not given before"))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn free_port_never_gives_a_port_twice() {
+        let ports: Vec<u16> = (0..300).map(|_| super::free_port().unwrap()).collect();
+        let unique: std::collections::HashSet<&u16> = ports.iter().collect();
+        assert_eq!(unique.len(), ports.len());
+    }
 }

@@ -24,8 +24,8 @@ use crate::status::StatusSummary;
 
 /// The field manager of the API's writes (the audit log names the key's user).
 const FIELD_MANAGER: &str = "model-orchestra-api";
-const REFRESH_ANNOTATION: &str = "models.titanml.co/refresh";
-const RETRY_ANNOTATION: &str = "models.titanml.co/retry-promotion";
+use model_orchestra_api::keys::REFRESH_ANNOTATION;
+use model_orchestra_api::keys::RETRY_PROMOTION_ANNOTATION as RETRY_ANNOTATION;
 
 pub(crate) fn stored(caller: &Caller, namespace: &str) -> Api<DynamicObject> {
     Api::namespaced_with(caller.client.clone(), namespace, &ApiVersion::STORAGE.resource())

@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 /// On every object made for a key (Secret, ClusterRole, bindings); its value is the key's name.
-pub const KEY_LABEL: &str = "models.titanml.co/api-key";
+pub use model_orchestra_api::keys::API_KEY_LABEL as KEY_LABEL;
 /// The Kubernetes user a key acts as: `model-orchestra-api:<name>`.
 pub const USER_PREFIX: &str = "model-orchestra-api:";
 /// Every key starts so (secret scanners and people recognise it).
@@ -152,7 +152,7 @@ impl KeyRecord {
                 labels: Some([(KEY_LABEL.to_string(), self.name.clone())].into()),
                 ..Default::default()
             },
-            type_: Some("models.titanml.co/api-key".into()),
+            type_: Some(KEY_LABEL.into()),
             data: Some(data),
             ..Default::default()
         }

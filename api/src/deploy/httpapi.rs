@@ -35,9 +35,9 @@ const TLS_DIR: &str = "/etc/model-orchestra-api/tls";
 
 fn labels(o: &DeployOptions) -> std::collections::BTreeMap<String, String> {
     [
-        ("app.kubernetes.io/name", NAME.to_string()),
-        ("app.kubernetes.io/instance", NAME.to_string()),
-        ("app.kubernetes.io/version", o.release.clone().unwrap_or_else(|| env!("CARGO_PKG_VERSION").into())),
+        (crate::keys::NAME_LABEL, NAME.to_string()),
+        (crate::keys::INSTANCE_LABEL, NAME.to_string()),
+        (crate::keys::VERSION_LABEL, o.release.clone().unwrap_or_else(|| env!("CARGO_PKG_VERSION").into())),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
@@ -91,7 +91,7 @@ pub fn access_cluster_role(access: &str) -> ClusterRole {
     ClusterRole {
         metadata: ObjectMeta {
             name: Some(format!("{NAME}-{access}")),
-            labels: Some([("app.kubernetes.io/name".to_string(), NAME.to_string())].into()),
+            labels: Some([(crate::keys::NAME_LABEL.to_string(), NAME.to_string())].into()),
             ..Default::default()
         },
         rules: Some(rules),
@@ -146,7 +146,7 @@ pub fn service(o: &DeployOptions) -> Service {
     Service {
         metadata: meta(o, NAME, true),
         spec: Some(ServiceSpec {
-            selector: Some([("app.kubernetes.io/instance".to_string(), NAME.to_string())].into()),
+            selector: Some([(crate::keys::INSTANCE_LABEL.to_string(), NAME.to_string())].into()),
             ports: Some(vec![ServicePort {
                 name: Some("https".into()),
                 port: 443,
@@ -226,7 +226,7 @@ pub fn deployment(o: &DeployOptions) -> Deployment {
         spec: Some(DeploymentSpec {
             replicas: Some(1),
             selector: LabelSelector {
-                match_labels: Some([("app.kubernetes.io/instance".to_string(), NAME.to_string())].into()),
+                match_labels: Some([(crate::keys::INSTANCE_LABEL.to_string(), NAME.to_string())].into()),
                 ..Default::default()
             },
             template: PodTemplateSpec {

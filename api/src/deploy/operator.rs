@@ -43,9 +43,9 @@ impl DeployOptions {
 
     fn labels(&self) -> std::collections::BTreeMap<String, String> {
         [
-            ("app.kubernetes.io/name", "model-orchestra-operator".to_string()),
-            ("app.kubernetes.io/instance", self.name()),
-            ("app.kubernetes.io/version", self.release.clone().unwrap_or_else(|| env!("CARGO_PKG_VERSION").into())),
+            (crate::keys::NAME_LABEL, "model-orchestra-operator".to_string()),
+            (crate::keys::INSTANCE_LABEL, self.name()),
+            (crate::keys::VERSION_LABEL, self.release.clone().unwrap_or_else(|| env!("CARGO_PKG_VERSION").into())),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
@@ -121,7 +121,7 @@ fn probe(path: &str) -> Probe {
 /// through env vars, restricted security context.
 pub fn deployment(o: &DeployOptions) -> Deployment {
     let mut selector = std::collections::BTreeMap::new();
-    selector.insert("app.kubernetes.io/instance".to_string(), o.name());
+    selector.insert(crate::keys::INSTANCE_LABEL.to_string(), o.name());
     let mut envs = vec![
         env_from_field("POD_NAME", "metadata.name"),
         env_from_field("POD_NAMESPACE", "metadata.namespace"),

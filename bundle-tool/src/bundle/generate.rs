@@ -200,8 +200,8 @@ fn csv(opts: &GenerateOptions, meta: &OperatorMetadata, crd: &Value) -> Value {
         "description": summary,
         "operators.operatorframework.io/builder": concat!("bundle-tool-v", env!("CARGO_PKG_VERSION")),
         super::CRD_VERSION_ANNOTATION: opts.crd_version,
-        "models.titanml.co/crd-mode": opts.crd_mode.as_str(),
-        "models.titanml.co/routing": routing,
+        model_orchestra_api::keys::CRD_MODE_ANNOTATION: opts.crd_mode.as_str(),
+        model_orchestra_api::keys::ROUTING_ANNOTATION: routing,
     });
     if let Some(c) = &meta.categories {
         annotations["categories"] = json!(c);

@@ -10,7 +10,7 @@ pub const CSV_FILE: &str = "model-orchestra-operator.clusterserviceversion.yaml"
 /// The CRD's file name in `manifests/` (owned mode).
 pub const CRD_FILE: &str = "models.titanml.co_modelorchestras.yaml";
 /// The CSV annotation naming the CRD version a shared-CRD bundle serves (the catalog reads it).
-pub const CRD_VERSION_ANNOTATION: &str = "models.titanml.co/crd-version";
+pub use model_orchestra_api::keys::CRD_VERSION_ANNOTATION;
 
 /// Where the CRD lives. OLM v1 lets only one ClusterExtension own a CRD, so versions that
 /// install side by side share a CRD installed once per cluster.

@@ -26,13 +26,13 @@ use model_orchestra_api::names::{is_dns_label, is_dns_subdomain, is_label_value}
 use model_orchestra_api::values::{IngressTls, PullPolicy, ScalingSpec, ServiceType};
 
 /// The label naming who manages an object; the operator prunes only objects carrying it.
-pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+pub use model_orchestra_api::keys::MANAGED_BY_LABEL;
 /// Value of [`MANAGED_BY_LABEL`] (Helm's `.Release.Service`).
 pub const MANAGED_BY: &str = "model-orchestra-operator";
-/// The label naming an object's release (the CR).
-pub const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
 /// The label naming an object's component (`gateway`, `application-<app>`, `model-<app>`).
-pub const COMPONENT_LABEL: &str = "app.kubernetes.io/component";
+pub use model_orchestra_api::keys::COMPONENT_LABEL;
+/// The label naming an object's release (the CR).
+pub use model_orchestra_api::keys::INSTANCE_LABEL;
 /// Pod-template annotation holding the checksum of the pod's configuration.
 pub(super) const CONFIG_CHECKSUM_ANNOTATION: &str = "checksum/config";
 /// Env the gateway needs (the contract's rule, not a default a user could change).
@@ -319,9 +319,9 @@ impl<'a> Release<'a> {
             );
         }
         let common = BTreeMap::from([
-            ("app.kubernetes.io/name".to_string(), chart_name.to_string()),
+            (model_orchestra_api::keys::NAME_LABEL.to_string(), chart_name.to_string()),
             (INSTANCE_LABEL.to_string(), release.to_string()),
-            ("app.kubernetes.io/version".to_string(), meta.app_version.clone()),
+            (model_orchestra_api::keys::VERSION_LABEL.to_string(), meta.app_version.clone()),
             (MANAGED_BY_LABEL.to_string(), MANAGED_BY.to_string()),
             ("helm.sh/chart".to_string(), format!("{}-{}", meta.name, meta.version).replace('+', "_")),
         ]);
@@ -446,7 +446,7 @@ fn pod_metadata(
 ) -> PodMetadata {
     let mut labels = common.clone();
     labels.insert(COMPONENT_LABEL.into(), component.to_string());
-    let selector: BTreeMap<String, String> = ["app.kubernetes.io/name", INSTANCE_LABEL, COMPONENT_LABEL]
+    let selector: BTreeMap<String, String> = [model_orchestra_api::keys::NAME_LABEL, INSTANCE_LABEL, COMPONENT_LABEL]
         .into_iter()
         .map(|k| (k.to_string(), labels[k].clone()))
         .collect();
@@ -655,7 +655,7 @@ fn application_env(own: &[EnvVar], template: &[EnvVar], required: Vec<EnvVar>) -
 
 /// The pod-template annotation naming an application's revision (verified promotion): a
 /// hash of what its pods run — image, env, configuration, volumes, pod settings.
-pub const REVISION_ANNOTATION: &str = "models.titanml.co/revision";
+pub use model_orchestra_api::keys::REVISION_ANNOTATION;
 
 /// How an application's pods are rendered: as the application itself, or as the candidate
 /// of a revision being verified.
@@ -869,7 +869,7 @@ static RECREATE: std::sync::LazyLock<k8s_openapi::api::apps::v1::DeploymentStrat
 /// The label (on the download Job) and pod-template annotation (on the Deployment) naming
 /// the revision of an application's model: its name, the downloader and the refresh value,
 /// hashed. A new revision is a new Job, and rolls the application's pods.
-pub const MODEL_REVISION_LABEL: &str = "models.titanml.co/model-revision";
+pub use model_orchestra_api::keys::MODEL_REVISION_LABEL;
 
 /// The claim and download Job of an application's model cache.
 fn model_cache<'a>(

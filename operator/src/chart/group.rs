@@ -22,7 +22,7 @@ use crate::error::InputError;
 use crate::model::{ApplicationModel, DllamaSettings};
 
 /// The label telling a group's root from its workers (part of their selectors).
-pub const ROLE_LABEL: &str = "models.titanml.co/role";
+pub use model_orchestra_api::keys::ROLE_LABEL;
 /// The label the StatefulSet controller gives each pod: its ordinal.
 pub const POD_INDEX_LABEL: &str = "apps.kubernetes.io/pod-index";
 

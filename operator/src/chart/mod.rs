@@ -36,7 +36,7 @@ const MODELS_DIR: &str = "/code/models";
 
 /// The annotation of `Chart.yaml` naming the ModelOrchestra version a chart serves (none
 /// means `v1alpha1`).
-pub const API_VERSION_ANNOTATION: &str = "models.titanml.co/api-version";
+pub use model_orchestra_api::keys::CHART_API_VERSION_ANNOTATION as API_VERSION_ANNOTATION;
 
 /// `Chart.yaml`: the fields the renderer uses.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

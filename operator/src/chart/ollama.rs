@@ -17,13 +17,13 @@ use crate::model::{ApplicationModel, OllamaSettings};
 
 /// The pod condition the operator sets once every listed model is present in the pod (a
 /// readiness gate of the application's pods).
-pub const MODELS_READY_CONDITION: &str = "models.titanml.co/models-ready";
+pub use model_orchestra_api::keys::MODELS_READY_CONDITION;
 
 /// Under verified promotion, the models a revision's pods serve (comma-separated), on its
 /// pod template: while a candidate is verified, the serving revision's pods keep the models
 /// they were made for. (Without promotion, a change of the list is pulled into the running
 /// pods and no annotation is rendered: it would restart them.)
-pub const MODELS_ANNOTATION: &str = "models.titanml.co/models";
+pub use model_orchestra_api::keys::MODELS_ANNOTATION;
 
 /// Where Ollama keeps its identity key (`~/.ollama`): a volume of its own, so the root
 /// filesystem can stay read-only and the user need not be root.

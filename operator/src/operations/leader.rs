@@ -15,7 +15,7 @@ use kube::{Api, Client};
 
 /// The annotation on a Lease naming the API version its line serves, so an instance started
 /// for another version under the same routing value is refused rather than left waiting.
-pub const SERVES_ANNOTATION: &str = "models.titanml.co/serves";
+pub use model_orchestra_api::keys::SERVES_ANNOTATION;
 
 pub struct LeaseLock {
     api: Api<Lease>,

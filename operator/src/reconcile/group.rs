@@ -15,7 +15,7 @@ use crate::reconcile::status::{Health, Rollout};
 
 /// The root's pod-template annotation naming the worker pods it runs with (`<index>:<uid
 /// prefix>`, comma-separated): a replaced worker changes it, and so restarts the root.
-pub(crate) const WORKERS_ANNOTATION: &str = "models.titanml.co/workers";
+pub(crate) use model_orchestra_api::keys::WORKERS_ANNOTATION;
 
 /// One pod of a group.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -14,7 +14,7 @@ use model_orchestra_api::v1alpha2::{ModelOrchestraStatus, ModelPhase, ModelServi
 
 /// Annotating a CR with this (any value) downloads the models of every cached application
 /// again; a value listing application names (comma- or space-separated) only theirs.
-pub(crate) const REFRESH_ANNOTATION: &str = "models.titanml.co/refresh";
+pub(crate) use model_orchestra_api::keys::REFRESH_ANNOTATION;
 /// KEDA's annotation that holds a ScaledObject's target at a replica count.
 pub(crate) const KEDA_PAUSED_REPLICAS: &str = "autoscaling.keda.sh/paused-replicas";
 

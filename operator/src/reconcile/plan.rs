@@ -16,10 +16,10 @@ use crate::chart::{Component, RenderedObject};
 use model_orchestra_api::kinds::Kind;
 use model_orchestra_api::KIND;
 
-/// Label naming the ModelOrchestra an object belongs to.
-pub(crate) const OWNER_NAME_LABEL: &str = "models.titanml.co/modelorchestra";
 /// The chart sets `MANAGED_BY_LABEL: MANAGED_BY` on every object; pruning requires it.
 pub(crate) use crate::chart::{MANAGED_BY, MANAGED_BY_LABEL};
+/// Label naming the ModelOrchestra an object belongs to.
+pub(crate) use model_orchestra_api::keys::OWNER_NAME_LABEL;
 /// The field manager of every apply.
 pub(crate) const FIELD_MANAGER: &str = "model-orchestra-operator";
 

@@ -12,7 +12,7 @@ use model_orchestra_api::v1alpha2::{PromotionPhase, PromotionStatus};
 
 /// Annotating a CR with this (any new value) verifies its failed revisions again; the same
 /// value twice does nothing.
-pub(crate) const RETRY_ANNOTATION: &str = "models.titanml.co/retry-promotion";
+pub(crate) use model_orchestra_api::keys::RETRY_PROMOTION_ANNOTATION as RETRY_ANNOTATION;
 
 /// The longest answer kept in the status and Events.
 const ANSWER_CHARS: usize = 200;

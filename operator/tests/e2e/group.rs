@@ -100,8 +100,11 @@ fn record_cr(cluster: &Cluster) -> Arc<Mutex<Vec<Value>>> {
     let config = watcher::Config::default().fields(&format!("metadata.name={RELEASE}"));
     tokio::spawn(async move {
         let mut stream = watcher(api, config).default_backoff().applied_objects().boxed();
-        while let Some(Ok(cr)) = stream.next().await {
-            sink.lock().unwrap().push(cr.data.clone());
+        // A watch error (the watcher retries it) must not end the recording.
+        while let Some(event) = stream.next().await {
+            if let Ok(cr) = event {
+                sink.lock().unwrap().push(cr.data.clone());
+            }
         }
     });
     seen
@@ -116,8 +119,10 @@ fn record_root_uids(cluster: &Cluster) -> Arc<Mutex<BTreeSet<String>>> {
     let pods = cluster.pods();
     tokio::spawn(async move {
         let mut stream = watcher(pods, config).default_backoff().applied_objects().boxed();
-        while let Some(Ok(pod)) = stream.next().await {
-            sink.lock().unwrap().insert(pod.uid().unwrap_or_default());
+        while let Some(event) = stream.next().await {
+            if let Ok(pod) = event {
+                sink.lock().unwrap().insert(pod.uid().unwrap_or_default());
+            }
         }
     });
     seen

@@ -14,5 +14,6 @@ mod golden;
 mod gpu_and_checksum;
 mod hostile_values;
 mod invalid_input;
+mod keys;
 mod module_graph;
 mod yaml_emitter;

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::{Api, DynamicObject, ListParams};
-use local_cluster::ollama::SMOLLM2;
+use local_cluster::ollama::{GEMMA3, SMOLLM2};
 use local_cluster::{Cluster, Options};
 use serde_json::{json, Value};
 
@@ -45,7 +45,7 @@ fn s(d: Duration) -> String {
 async fn bench() {
     let cluster = Cluster::start(Options::default()).await.expect("local cluster with a real node");
     cluster.push_ollama_image().await.expect("the Ollama image");
-    cluster.push_models(&[SMOLLM2]).await.expect("the model");
+    cluster.push_models(&[SMOLLM2, GEMMA3]).await.expect("the models");
     let client = cluster.client().await.unwrap();
     apply(&client, &serde_json::to_value(model_orchestra_api::crd::crd()).unwrap()).await;
 
@@ -55,6 +55,7 @@ async fn bench() {
         runs.push(operator_path(&cluster, &client, &format!("bench-engine-{run}")).await);
     }
     let floor_after = floor(&cluster);
+    let promoted = promotion(&cluster, &client, "bench-engine-promotion").await;
 
     println!("\nfloor (plain processes: ollama serve, pull from the models registry, first token):");
     for (label, f) in [("before", &floor_before), ("after", &floor_after)] {
@@ -89,6 +90,10 @@ async fn bench() {
             s(r.operator_gaps)
         );
         println!("  the operator's peak RSS: {} MiB", r.operator_peak_kib / 1024);
+    }
+    println!("\nverified promotion, smollm2:135m → gemma3:270m (from the apply of the change):");
+    for (phase, at) in &promoted {
+        println!("  {phase:<52} {}s", s(*at));
     }
 }
 
@@ -212,9 +217,85 @@ struct Run {
     operator_peak_kib: u64,
 }
 
-async fn operator_path(cluster: &Cluster, client: &kube::Client, namespace: &str) -> Run {
+/// A change of an Ollama application's model under verified promotion, from the apply:
+/// the candidate Ready (its model pulled), `Promoted` (the candidate's real answer
+/// matched), the new model's first token through the application's Service.
+async fn promotion(cluster: &Cluster, client: &kube::Client, namespace: &str) -> Vec<(&'static str, Duration)> {
     cluster.run_pods_for_real(namespace).await.unwrap();
-    let operator = Command::new(env!("CARGO_BIN_EXE_model-orchestra-operator"))
+    let operator = KillOnDrop(operator_process(cluster, namespace));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let cr = |model: &str, expect: &str| {
+        json!({
+            "apiVersion": "models.titanml.co/v1alpha2", "kind": "ModelOrchestra",
+            "metadata": {"name": "bench", "namespace": namespace},
+            "spec": {"applications": {"chat": {
+                "engine": {"ollama": {
+                    "models": [{"name": model}],
+                    "registry": {"host": local_cluster::registry::models_address(), "insecure": true},
+                }},
+                "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}},
+                "promotion": {"enabled": true, "prompt": PROMPT, "expect": expect,
+                    "successThreshold": 1, "failureThreshold": 2, "periodSeconds": 1},
+            }}},
+        })
+    };
+    let mos: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), namespace, &model_orchestra_api::ApiVersion::V1alpha2.resource());
+    let phase = || async {
+        let cr = mos.get("bench").await.ok()?;
+        let current = cr.data["status"]["observedGeneration"].as_i64() == cr.metadata.generation;
+        current.then(|| cr.data["status"]["applications"]["chat"]["promotion"]["phase"].as_str().map(str::to_string))?
+    };
+    apply(client, &cr(SMOLLM2.name, r"\s*Paris")).await;
+    let started = Instant::now();
+    while phase().await.as_deref() != Some("Promoted") {
+        assert!(started.elapsed() < Duration::from_secs(300), "the first revision was not promoted");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let start = Instant::now();
+    apply(client, &cr(GEMMA3.name, r"\s*the capital")).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let (mut candidate_ready, mut promoted) = (None, None);
+    loop {
+        assert!(start.elapsed() < Duration::from_secs(300), "not promoted after 5 minutes");
+        let candidates = pods
+            .list(&ListParams::default().labels("app.kubernetes.io/component=candidate-chat"))
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default();
+        // The new revision's candidate (the first revision's may not be gone yet).
+        let ready = candidates.iter().any(|p| {
+            let models = p.metadata.annotations.as_ref().and_then(|a| a.get("models.titanml.co/models"));
+            if models.map(String::as_str) != Some(GEMMA3.name) {
+                return false;
+            }
+            let conditions = p.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
+            conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True")
+        });
+        if ready && candidate_ready.is_none() {
+            candidate_ready = Some(start.elapsed());
+        }
+        if promoted.is_none() && phase().await.as_deref() == Some("Promoted") {
+            promoted = Some(start.elapsed());
+        }
+        if promoted.is_some() {
+            if let Some((token, _)) =
+                first_token_of(client, namespace, "bench-model-orchestra-chat", GEMMA3.name, start).await
+            {
+                drop(operator);
+                return vec![
+                    ("candidate Ready (its model pulled)", candidate_ready.unwrap_or_default()),
+                    ("Promoted (the candidate's answer matched)", promoted.unwrap_or_default()),
+                    ("the new model's first token through the Service (the application rolled)", token),
+                ];
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn operator_process(cluster: &Cluster, namespace: &str) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_model-orchestra-operator"))
         .args(["run", "--api-version", "v1alpha2", "--claim-unlabeled", "--watch-namespace", namespace])
         .args(["--lease-namespace", namespace, "--metrics-addr", "127.0.0.1:0"])
         .env("KUBECONFIG", &cluster.kubeconfig)
@@ -222,8 +303,12 @@ async fn operator_path(cluster: &Cluster, client: &kube::Client, namespace: &str
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .unwrap();
-    let operator = KillOnDrop(operator);
+        .unwrap()
+}
+
+async fn operator_path(cluster: &Cluster, client: &kube::Client, namespace: &str) -> Run {
+    cluster.run_pods_for_real(namespace).await.unwrap();
+    let operator = KillOnDrop(operator_process(cluster, namespace));
     // Let it take its Lease and start its watches: the clock starts at the apply.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let cr = json!({
@@ -327,8 +412,18 @@ async fn first_token(
     service: &str,
     start: Instant,
 ) -> Option<(Duration, Duration)> {
+    first_token_of(client, namespace, service, SMOLLM2.name, start).await
+}
+
+async fn first_token_of(
+    client: &kube::Client,
+    namespace: &str,
+    service: &str,
+    model: &str,
+    start: Instant,
+) -> Option<(Duration, Duration)> {
     let uri = format!("/api/v1/namespaces/{namespace}/services/{service}:http/proxy/api/generate");
-    let body = json!({"model": SMOLLM2.name, "prompt": PROMPT, "raw": true, "stream": true,
+    let body = json!({"model": model, "prompt": PROMPT, "raw": true, "stream": true,
         "options": {"temperature": 0, "num_predict": 8}});
     let request = http::Request::post(uri)
         .header(http::header::CONTENT_TYPE, "application/json")

@@ -7,6 +7,7 @@ mod admission;
 mod children;
 mod compact;
 mod engine_models;
+mod memory;
 mod models;
 mod pods;
 mod prober;

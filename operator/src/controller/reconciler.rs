@@ -3,8 +3,8 @@
 //! spec has rendered and every object that could be refused has passed a dry run (see
 //! [`admission`] for which need none), and nothing is pruned until every apply succeeded.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::stream::{self, StreamExt};
@@ -76,18 +76,15 @@ pub(super) struct Context {
     admission: AdmissionWatch,
     /// Which kinds RBAC lets the operator create where.
     permissions: Permissions,
-    /// Per CR: the status this operator last wrote.
-    status_writes: Mutex<HashMap<String, StatusWrite>>,
     pub chart: Arc<Chart>,
     pub settings: Arc<Settings>,
     pub metrics: Arc<Metrics>,
     pub recorder: Recorder,
     pub backoff: Backoff,
-    /// Per CR: what its last full apply left behind.
-    memory: Mutex<HashMap<String, AppliedState>>,
-    /// Per CR of another line whose latest generation is not reconciled: since when this
-    /// line has seen it so, and whether it said so.
-    unserved: Mutex<HashMap<String, Unserved>>,
+    /// Per CR, one entry: what its last full apply left behind, the status this operator
+    /// last wrote, and (another line's CR whose latest generation is not reconciled) since
+    /// when this line has seen it so, and whether it said so.
+    memory: super::memory::Memory<AppliedState, StatusWrite, Unserved>,
 }
 
 /// How often a status that only counts more ready pods is written while a CR comes up.
@@ -139,21 +136,18 @@ impl Context {
             puller,
             admission,
             permissions: Permissions::default(),
-            status_writes: Mutex::new(HashMap::new()),
             chart,
             settings,
             metrics,
             recorder,
             backoff,
-            memory: Mutex::new(HashMap::new()),
-            unserved: Mutex::new(HashMap::new()),
+            memory: Default::default(),
         }
     }
 
     /// Drops everything kept about the CR `key` (deleted, or routed to another line).
     pub(super) fn forget(&self, key: &str) {
-        self.memory.lock().expect("memory lock").remove(key);
-        self.status_writes.lock().expect("status lock").remove(key);
+        self.memory.forget_reconciles(key);
         self.prober.stop_all(key);
         self.puller.forget(key);
         self.backoff.succeeded(key);
@@ -163,11 +157,9 @@ impl Context {
     /// Drops everything kept about CRs not in `live` (after a relist that may have missed
     /// deletions).
     pub(super) fn forget_all_but(&self, live: &std::collections::HashSet<String>) {
-        self.memory.lock().expect("memory lock").retain(|k, _| live.contains(k));
+        self.memory.retain(live);
         self.prober.retain_crs(live);
         self.puller.retain_crs(live);
-        self.status_writes.lock().expect("status lock").retain(|k, _| live.contains(k));
-        self.unserved.lock().expect("unserved lock").retain(|k, _| live.contains(k));
         self.backoff.retain(|k| live.contains(k));
         self.update_tracked();
     }
@@ -175,44 +167,47 @@ impl Context {
     /// Drops a deleted CR entirely.
     pub(super) fn deleted(&self, key: &str) {
         self.forget(key);
-        self.unserved.lock().expect("unserved lock").remove(key);
+        self.memory.remove(key);
     }
 
     /// When to reconcile a CR next: when a progress-only status change it holds back is due,
     /// else at the resync.
     fn next_reconcile(&self, key: &str) -> Action {
-        let writes = self.status_writes.lock().expect("status lock");
-        match writes.get(key).filter(|w| w.waiting) {
+        self.memory.read(key, |e| match e.and_then(|e| e.status.as_ref()).filter(|w| w.waiting) {
             Some(w) => Action::requeue(PROGRESS_INTERVAL.saturating_sub(w.at.elapsed()) + Duration::from_millis(50)),
             None => Action::requeue(self.settings.resync),
-        }
+        })
     }
 
     /// The status to compute the next one from: the last one this operator wrote while the
     /// cached CR has not caught up with that write, else the cached one.
     fn previous_status(&self, cr: &Cr) -> (ModelOrchestraStatus, Value) {
-        let mut writes = self.status_writes.lock().expect("status lock");
         let number = |v: Option<&str>| v.and_then(|v| v.parse::<u64>().ok());
         let cached = number(cr.obj.metadata.resource_version.as_deref());
-        if let Some(w) = writes.get_mut(&cr.key) {
+        let written = self.memory.change(&cr.key, |e| {
+            let w = e.status.as_mut()?;
             match (cached, number(w.resource_version.as_deref()), &w.status) {
-                (Some(c), Some(written), Some(status)) if c < written => {
-                    return (status.clone(), serde_json::to_value(status).expect("a status serialises"));
+                (Some(c), Some(written), Some(status)) if c < written => Some(status.clone()),
+                _ => {
+                    w.status = None;
+                    None
                 }
-                _ => w.status = None,
             }
+        });
+        if let Some(status) = written {
+            let json = serde_json::to_value(&status).expect("a status serialises");
+            return (status, json);
         }
         (cr.previous.clone(), cr.obj.data.get("status").cloned().unwrap_or(Value::Null))
     }
 
     fn remember(&self, key: String, state: AppliedState) {
-        self.memory.lock().expect("memory lock").insert(key, state);
+        self.memory.change(&key, |e| e.applied = Some(state));
         self.update_tracked();
     }
 
     fn update_tracked(&self) {
-        let n = self.memory.lock().expect("memory lock").len();
-        self.metrics.tracked.set(n as i64);
+        self.metrics.tracked.set(self.memory.applied() as i64);
     }
 }
 
@@ -428,7 +423,7 @@ pub(super) async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Res
         ctx.forget(&key(&obj));
         return Ok(notice_unserved(&obj, &route, &ctx).await);
     }
-    ctx.unserved.lock().expect("unserved lock").remove(&key(&obj));
+    ctx.memory.change(&key(&obj), |e| e.unserved = None);
     if obj.metadata.deletion_timestamp.is_some() {
         // The garbage collector removes the children through their ownerReferences.
         ctx.forget(&key(&obj));
@@ -484,13 +479,12 @@ async fn notice_unserved(obj: &DynamicObject, route: &Route, ctx: &Context) -> A
     let key = key(obj);
     let observed = obj.data.get("status").and_then(|s| s["observedGeneration"].as_i64());
     if obj.metadata.deletion_timestamp.is_some() || (observed.is_some() && observed == obj.metadata.generation) {
-        ctx.unserved.lock().expect("unserved lock").remove(&key);
+        ctx.memory.change(&key, |e| e.unserved = None);
         return Action::await_change();
     }
     let (uid, generation) = (obj.uid().unwrap_or_default(), obj.metadata.generation);
-    let elapsed = {
-        let mut unserved = ctx.unserved.lock().expect("unserved lock");
-        let entry = unserved.entry(key.clone()).or_insert_with(|| Unserved {
+    let elapsed = ctx.memory.change(&key, |e| {
+        let entry = e.unserved.get_or_insert_with(|| Unserved {
             uid: uid.clone(),
             generation,
             since: Instant::now(),
@@ -499,11 +493,9 @@ async fn notice_unserved(obj: &DynamicObject, route: &Route, ctx: &Context) -> A
         if entry.uid != uid || entry.generation != generation {
             *entry = Unserved { uid: uid.clone(), generation, since: Instant::now(), reported: false };
         }
-        if entry.reported {
-            return Action::requeue(ctx.settings.resync);
-        }
-        entry.since.elapsed()
-    };
+        (!entry.reported).then(|| entry.since.elapsed())
+    });
+    let Some(elapsed) = elapsed else { return Action::requeue(ctx.settings.resync) };
     let bound = ctx.settings.unserved_after;
     if elapsed < bound {
         return Action::requeue(bound - elapsed + Duration::from_millis(500));
@@ -525,9 +517,11 @@ async fn notice_unserved(obj: &DynamicObject, route: &Route, ctx: &Context) -> A
     if let Err(e) = ctx.recorder.publish(&event, &obj.object_ref(&ctx.cr_resource())).await {
         tracing::debug!(error = %e, "cannot publish event");
     }
-    if let Some(entry) = ctx.unserved.lock().expect("unserved lock").get_mut(&key) {
-        entry.reported = true;
-    }
+    ctx.memory.change(&key, |e| {
+        if let Some(entry) = e.unserved.as_mut() {
+            entry.reported = true;
+        }
+    });
     Action::requeue(ctx.settings.resync)
 }
 
@@ -638,8 +632,13 @@ enum SinceLastApply {
 }
 
 fn since_last_apply(cr: &Cr, ctx: &Context) -> SinceLastApply {
-    let memory = ctx.memory.lock().expect("memory lock");
-    let Some(state) = memory.get(&cr.key) else { return SinceLastApply::Changed };
+    ctx.memory.read(&cr.key, |e| match e.and_then(|e| e.applied.as_ref()) {
+        Some(state) => since_applied(cr, ctx, state),
+        None => SinceLastApply::Changed,
+    })
+}
+
+fn since_applied(cr: &Cr, ctx: &Context, state: &AppliedState) -> SinceLastApply {
     // Not the CR's status.appliedHash: the cached CR often lags behind the status this
     // operator just wrote, and reading that as a change re-applied a third of the CRs of the
     // benchmark. The memory is what was applied; report_applied repairs the status.
@@ -812,8 +811,17 @@ struct Decision {
 
 /// Decides, per object, whether it needs a dry run, only the apply, or nothing.
 fn decide(ctx: &Context, cr: &Cr, plan: &ApplyPlan, admission: admission::Admission) -> Vec<Decision> {
-    let memory = ctx.memory.lock().expect("memory lock");
-    let last = memory.get(&cr.key).filter(|s| s.uid == cr.uid);
+    ctx.memory.read(&cr.key, |e| decide_from(ctx, cr, plan, admission, e.and_then(|e| e.applied.as_ref())))
+}
+
+fn decide_from(
+    ctx: &Context,
+    cr: &Cr,
+    plan: &ApplyPlan,
+    admission: admission::Admission,
+    last: Option<&AppliedState>,
+) -> Vec<Decision> {
+    let last = last.filter(|s| s.uid == cr.uid);
     plan.objects
         .iter()
         .map(|o| {
@@ -1118,23 +1126,26 @@ async fn write_status(ctx: &Context, cr: &Cr<'_>, outcome: &Outcome) -> Result<O
         line: &line.routing,
         now: &now,
     });
-    {
-        let mut writes = ctx.status_writes.lock().expect("status lock");
-        let last = writes.get_mut(&cr.key);
+    let held = ctx.memory.change(&cr.key, |e| {
+        let last = e.status.as_mut();
         if next == previous {
             if let Some(w) = last {
                 w.waiting = false;
             }
-            return Ok(None);
+            return true;
         }
         // More pods ready, nothing else: written at most every PROGRESS_INTERVAL (the
         // reconcile is requeued for it); a change of any condition is written at once.
         if let Some(w) = last.filter(|w| w.at.elapsed() < PROGRESS_INTERVAL) {
             if status::only_progress(&previous, &next) {
                 w.waiting = true;
-                return Ok(None);
+                return true;
             }
         }
+        false
+    });
+    if held {
+        return Ok(None);
     }
     publish_if_new(ctx, cr, &previous, &next).await;
     let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &cr.namespace, &ctx.cr_resource());
@@ -1152,7 +1163,7 @@ async fn write_status(ctx: &Context, cr: &Cr<'_>, outcome: &Outcome) -> Result<O
         at: Instant::now(),
         waiting: false,
     };
-    ctx.status_writes.lock().expect("status lock").insert(cr.key.clone(), write);
+    ctx.memory.change(&cr.key, |e| e.status = Some(write));
     Ok(reason)
 }
 

@@ -137,6 +137,11 @@ impl Puller {
     pub(crate) fn forget(&self, key: &str) {
         self.agents.lock().expect("agents lock").retain(|_, a| a.cr != key);
     }
+
+    /// How many agents run.
+    pub(crate) fn agents(&self) -> usize {
+        self.agents.lock().expect("agents lock").len()
+    }
 }
 
 /// Why a request to a replica failed.

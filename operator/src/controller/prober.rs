@@ -146,6 +146,11 @@ impl Prober {
     pub(crate) fn stop_all(&self, key: &str) {
         self.running.lock().expect("prober lock").retain(|(k, _), _| k != key);
     }
+
+    /// How many verifications run.
+    pub(crate) fn running(&self) -> usize {
+        self.running.lock().expect("prober lock").len()
+    }
 }
 
 /// One verification: probes every `period` once the candidate is ready, until the answers

@@ -208,6 +208,8 @@ impl Context {
 
     fn update_tracked(&self) {
         self.metrics.tracked.set(self.memory.applied() as i64);
+        self.metrics.model_agents.set(self.puller.agents() as i64);
+        self.metrics.verifications.set(self.prober.running() as i64);
     }
 }
 
@@ -553,6 +555,7 @@ async fn reconcile_routed(cr: &Cr<'_>, ctx: &Context) -> Result<(Action, Changes
             let all: Vec<Planned> = state.objects.iter().chain(&state.held).cloned().collect();
             let mut observed = observe(ctx, cr, &all, &BTreeMap::new(), &state.refresh, &state.groups);
             observed.pulls = sync_models(ctx, cr, &state.ollama).await;
+            ctx.update_tracked();
             observed.warnings = state.warnings.clone();
             observed.promotions = state.promotions.clone();
             let status = report_applied(ctx, cr, observed, state.hash).await?;
@@ -598,6 +601,7 @@ async fn reconcile_routed(cr: &Cr<'_>, ctx: &Context) -> Result<(Action, Changes
     let all: Vec<Planned> = objects.iter().chain(&held).cloned().collect();
     let mut observed = observe(ctx, cr, &all, &deployments, &refresh, &groups);
     observed.pulls = sync_models(ctx, cr, &ollama).await;
+    ctx.update_tracked();
     observed.warnings = warnings.clone();
     observed.promotions = promotions.statuses.clone();
     let state = AppliedState {

@@ -22,6 +22,10 @@ pub struct Metrics {
     pub leader: Gauge,
     /// CRs the operator keeps state for (its last apply, its failures).
     pub tracked: Gauge,
+    /// Ollama replicas whose models an agent keeps.
+    pub model_agents: Gauge,
+    /// Candidates being verified.
+    pub verifications: Gauge,
 }
 
 impl Default for Metrics {
@@ -41,6 +45,7 @@ impl Metrics {
         let probes = Family::<Labels, Counter>::default();
         let leader = Gauge::default();
         let tracked = Gauge::default();
+        let (model_agents, verifications) = (Gauge::default(), Gauge::default());
         registry.register("reconciles", "Reconciles of routed ModelOrchestras, by result", reconciles.clone());
         registry.register("reconcile_errors", "Failed reconciles and render failures, by reason", errors.clone());
         registry.register("reconcile_duration_seconds", "Duration of reconciles", duration.clone());
@@ -53,7 +58,21 @@ impl Metrics {
         );
         registry.register("leader", "1 while this instance holds the leader lease", leader.clone());
         registry.register("tracked_resources", "ModelOrchestras the operator keeps state for", tracked.clone());
-        Metrics { registry, reconciles, errors, duration, applied, pruned, probes, leader, tracked }
+        registry.register("model_agents", "Ollama replicas whose models an agent keeps", model_agents.clone());
+        registry.register("verifications", "Candidates being verified", verifications.clone());
+        Metrics {
+            registry,
+            reconciles,
+            errors,
+            duration,
+            applied,
+            pruned,
+            probes,
+            leader,
+            tracked,
+            model_agents,
+            verifications,
+        }
     }
 
     pub fn observe_reconcile(&self, took: Duration, error_reason: Option<&str>) {

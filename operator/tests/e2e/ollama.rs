@@ -436,3 +436,44 @@ impl<F: Fn()> Drop for Restore<F> {
         (self.0)()
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_cr_leaves_no_state_in_the_operator_its_pullers_and_verification_stopped() {
+    let _pulls = FAULTS.read().await;
+    let (cluster, operator) = setup("ollama_deleted").await;
+    let addr = operator.metrics_addr().await;
+    // A candidate that never matches keeps its verification running.
+    let never = cr(
+        "chat",
+        &["smollm2:135m"],
+        r#"      promotion:
+        enabled: true
+        prompt: "The capital of France is"
+        expect: '\s*Berlin'
+        failureThreshold: 1000
+        periodSeconds: 1
+"#,
+    );
+    apply(&cluster, &never).await;
+    let gauges = || async {
+        let text = fetch_metrics(&addr).await;
+        ["tracked_resources", "model_agents", "verifications"]
+            .map(|g| metric(&text, &format!("model_orchestra_{g}")) as i64)
+    };
+    eventually_within(PULLED, "the CR tracked, a replica's agent and a verification running", || async {
+        let [tracked, agents, verifications] = gauges().await;
+        (tracked == 1 && agents >= 1 && verifications == 1).then_some(())
+    })
+    .await;
+
+    cluster.kubectl(&["delete", "modelorchestra", "chat", "--wait=false"]);
+    let started = std::time::Instant::now();
+    loop {
+        let now = gauges().await;
+        if now == [0, 0, 0] {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "left behind (tracked, agents, verifications): {now:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -555,7 +555,6 @@ async fn reconcile_routed(cr: &Cr<'_>, ctx: &Context) -> Result<(Action, Changes
             let all: Vec<Planned> = state.objects.iter().chain(&state.held).cloned().collect();
             let mut observed = observe(ctx, cr, &all, &BTreeMap::new(), &state.refresh, &state.groups);
             observed.pulls = sync_models(ctx, cr, &state.ollama).await;
-            ctx.update_tracked();
             observed.warnings = state.warnings.clone();
             observed.promotions = state.promotions.clone();
             let status = report_applied(ctx, cr, observed, state.hash).await?;
@@ -601,7 +600,6 @@ async fn reconcile_routed(cr: &Cr<'_>, ctx: &Context) -> Result<(Action, Changes
     let all: Vec<Planned> = objects.iter().chain(&held).cloned().collect();
     let mut observed = observe(ctx, cr, &all, &deployments, &refresh, &groups);
     observed.pulls = sync_models(ctx, cr, &ollama).await;
-    ctx.update_tracked();
     observed.warnings = warnings.clone();
     observed.promotions = promotions.statuses.clone();
     let state = AppliedState {
@@ -1012,8 +1010,13 @@ async fn sync_models(
     }
     let reference = ObjectRef::new_with(&cr.name, ctx.cr_resource()).within(&cr.namespace);
     let replicas = super::engine_models::Replicas { client: &ctx.client, pods: &ctx.pods, puller: &ctx.puller };
-    super::engine_models::sync(replicas, &reference, &cr.key, cr.refresh_annotation.as_deref(), apps, &cr.previous)
-        .await
+    let pulls =
+        super::engine_models::sync(replicas, &reference, &cr.key, cr.refresh_annotation.as_deref(), apps, &cr.previous)
+            .await;
+    // Agents start and stop here (the only place besides forgetting a CR): the gauges follow,
+    // for CRs with Ollama applications only, not on every reconcile.
+    ctx.update_tracked();
+    pulls
 }
 
 /// Readiness per component, from the Deployments just applied (their response carries

@@ -225,19 +225,9 @@ async fn promotion(cluster: &Cluster, client: &kube::Client, namespace: &str) ->
     let operator = KillOnDrop(operator_process(cluster, namespace));
     tokio::time::sleep(Duration::from_secs(3)).await;
     let cr = |model: &str, expect: &str| {
-        json!({
-            "apiVersion": "models.titanml.co/v1alpha2", "kind": "ModelOrchestra",
-            "metadata": {"name": "bench", "namespace": namespace},
-            "spec": {"applications": {"chat": {
-                "engine": {"ollama": {
-                    "models": [{"name": model}],
-                    "registry": {"host": local_cluster::registry::models_address(), "insecure": true},
-                }},
-                "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}},
-                "promotion": {"enabled": true, "prompt": PROMPT, "expect": expect,
-                    "successThreshold": 1, "failureThreshold": 2, "periodSeconds": 1},
-            }}},
-        })
+        let promotion = json!({"enabled": true, "prompt": PROMPT, "expect": expect,
+            "successThreshold": 1, "failureThreshold": 2, "periodSeconds": 1});
+        ollama_cr(namespace, model, Some(promotion))
     };
     let mos: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), namespace, &model_orchestra_api::ApiVersion::V1alpha2.resource());
@@ -294,6 +284,25 @@ async fn promotion(cluster: &Cluster, client: &kube::Client, namespace: &str) ->
     }
 }
 
+/// The CR `bench`: one Ollama application `chat` serving `model` from the models registry.
+fn ollama_cr(namespace: &str, model: &str, promotion: Option<Value>) -> Value {
+    let mut cr = json!({
+        "apiVersion": "models.titanml.co/v1alpha2", "kind": "ModelOrchestra",
+        "metadata": {"name": "bench", "namespace": namespace},
+        "spec": {"applications": {"chat": {
+            "engine": {"ollama": {
+                "models": [{"name": model}],
+                "registry": {"host": local_cluster::registry::models_address(), "insecure": true},
+            }},
+            "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}},
+        }}},
+    });
+    if let Some(p) = promotion {
+        cr["spec"]["applications"]["chat"]["promotion"] = p;
+    }
+    cr
+}
+
 fn operator_process(cluster: &Cluster, namespace: &str) -> std::process::Child {
     Command::new(env!("CARGO_BIN_EXE_model-orchestra-operator"))
         .args(["run", "--api-version", "v1alpha2", "--claim-unlabeled", "--watch-namespace", namespace])
@@ -311,17 +320,7 @@ async fn operator_path(cluster: &Cluster, client: &kube::Client, namespace: &str
     let operator = KillOnDrop(operator_process(cluster, namespace));
     // Let it take its Lease and start its watches: the clock starts at the apply.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let cr = json!({
-        "apiVersion": "models.titanml.co/v1alpha2", "kind": "ModelOrchestra",
-        "metadata": {"name": "bench", "namespace": namespace},
-        "spec": {"applications": {"chat": {
-            "engine": {"ollama": {
-                "models": [{"name": SMOLLM2.name}],
-                "registry": {"host": local_cluster::registry::models_address(), "insecure": true},
-            }},
-            "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}},
-        }}},
-    });
+    let cr = ollama_cr(namespace, SMOLLM2.name, None);
     let start = Instant::now();
     apply(client, &cr).await;
 
@@ -382,7 +381,7 @@ async fn operator_path(cluster: &Cluster, client: &kube::Client, namespace: &str
             mark(6, pulling, &mut seen);
         }
         if seen[8].is_some() {
-            if let Some((token, l)) = first_token(client, namespace, service, start).await {
+            if let Some((token, l)) = first_token_of(client, namespace, service, SMOLLM2.name, start).await {
                 seen[9] = Some(token);
                 load = l;
             }
@@ -404,17 +403,8 @@ async fn operator_path(cluster: &Cluster, client: &kube::Client, namespace: &str
     Run { phases: names.into_iter().zip(seen).collect(), load, total, operator_gaps, operator_peak_kib }
 }
 
-/// The first token of a streamed `/api/generate` through the API server's service proxy,
-/// from `start`; and Ollama's load duration.
-async fn first_token(
-    client: &kube::Client,
-    namespace: &str,
-    service: &str,
-    start: Instant,
-) -> Option<(Duration, Duration)> {
-    first_token_of(client, namespace, service, SMOLLM2.name, start).await
-}
-
+/// The first token of `model`'s streamed `/api/generate` through the API server's service
+/// proxy, from `start`; and Ollama's load duration.
 async fn first_token_of(
     client: &kube::Client,
     namespace: &str,

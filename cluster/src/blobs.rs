@@ -61,62 +61,36 @@ impl BlobFaults {
 /// A running blob server; stopped on drop.
 pub struct BlobServer {
     pub faults: Arc<BlobFaults>,
-    stop: std::sync::Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
-    thread: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
+    accept: crate::accept::AcceptLoop,
 }
 
 impl BlobServer {
     /// Serves `root` (the registry's storage root) on `listener`, on a thread and runtime of
     /// its own.
     pub fn start(listener: std::net::TcpListener, root: PathBuf) -> std::io::Result<BlobServer> {
-        listener.set_nonblocking(true)?;
         let faults = Arc::new(BlobFaults::default());
-        let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
-        let shared = (Arc::new(root), faults.clone());
-        let thread = std::thread::Builder::new().name("blob-server".into()).spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
-            runtime.block_on(async move {
-                let listener = tokio::net::TcpListener::from_std(listener).expect("a tokio listener");
-                loop {
-                    tokio::select! {
-                        _ = &mut stopped => break,
-                        accepted = listener.accept() => {
-                            let Ok((stream, _)) = accepted else { continue };
-                            let (root, faults) = (shared.0.clone(), shared.1.clone());
-                            if faults.down() {
-                                continue; // dropped: the connection is reset
-                            }
-                            tokio::spawn(async move {
-                                let service = hyper::service::service_fn(move |req| {
-                                    let (root, faults) = (root.clone(), faults.clone());
-                                    async move { Ok::<_, Infallible>(serve(&root, faults, req)) }
-                                });
-                                let _ = hyper::server::conn::http1::Builder::new()
-                                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                                    .await;
-                            });
-                        }
-                    }
-                }
-            });
+        let (root, shared) = (Arc::new(root), faults.clone());
+        let accept = crate::accept::AcceptLoop::start("blob-server".into(), listener, move |stream| {
+            if shared.down() {
+                return None; // dropped: the connection is reset
+            }
+            let (root, faults) = (root.clone(), shared.clone());
+            Some(async move {
+                let service = hyper::service::service_fn(move |req| {
+                    let (root, faults) = (root.clone(), faults.clone());
+                    async move { Ok::<_, Infallible>(serve(&root, faults, req)) }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+            })
         })?;
-        Ok(BlobServer { faults, stop: std::sync::Mutex::new(Some(stop)), thread: std::sync::Mutex::new(Some(thread)) })
+        Ok(BlobServer { faults, accept })
     }
 
     /// Stops serving; its listener (a socket in the cluster's namespace) closes.
     pub fn stop(&self) {
-        if let Some(stop) = self.stop.lock().expect("stop lock").take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.lock().expect("thread lock").take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-impl Drop for BlobServer {
-    fn drop(&mut self) {
-        self.stop();
+        self.accept.stop();
     }
 }
 

@@ -17,52 +17,26 @@ use crate::isolation::Isolation;
 /// A running forwarder; stopped on drop (its connections are closed).
 pub struct Forwarder {
     pub listen: SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    accept: crate::accept::AcceptLoop,
 }
 
 impl Forwarder {
     /// Forwards `listen` (on the host) to `target` inside the namespace.
     pub fn start(listen: SocketAddr, target: SocketAddr, isolation: Arc<Isolation>) -> std::io::Result<Forwarder> {
         let listener = std::net::TcpListener::bind(listen)?;
-        listener.set_nonblocking(true)?;
         let listen = listener.local_addr()?;
-        let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::Builder::new().name(format!("forward-{}", listen.port())).spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
-            runtime.block_on(async move {
-                let listener = tokio::net::TcpListener::from_std(listener).expect("a tokio listener");
-                loop {
-                    tokio::select! {
-                        _ = &mut stopped => break,
-                        accepted = listener.accept() => {
-                            let Ok((outside, _)) = accepted else { continue };
-                            let isolation = isolation.clone();
-                            tokio::spawn(async move {
-                                let _ = relay(outside, target, isolation).await;
-                            });
-                        }
-                    }
-                }
-            });
-            // Dropping the runtime aborts every relay: the connections close.
-        })?;
-        Ok(Forwarder { listen, stop: Some(stop), thread: Some(thread) })
+        let accept =
+            crate::accept::AcceptLoop::start(format!("forward-{}", listen.port()), listener, move |outside| {
+                let isolation = isolation.clone();
+                Some(async move {
+                    let _ = relay(outside, target, isolation).await;
+                })
+            })?;
+        Ok(Forwarder { listen, accept })
     }
 
     pub fn stop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-impl Drop for Forwarder {
-    fn drop(&mut self) {
-        self.stop();
+        self.accept.stop();
     }
 }
 

@@ -20,6 +20,7 @@
 //! Used by the e2e tests ([`Cluster::shared`]: one cluster per test binary) and by
 //! `make cluster` (the `local-cluster` binary).
 
+mod accept;
 pub mod audit;
 pub mod blobs;
 pub mod dns;

@@ -130,7 +130,7 @@ undeploy: build
 
 ## run: run the operator locally against the current kubeconfig
 run: build
-	$(OPERATOR) run --api-version $(API_VERSION) $(RUN_ARGS)
+	$(OPERATOR) run --api-version $(API_VERSION) --model-gateway-image $(IMG) $(RUN_ARGS)
 
 ## cluster: a local cluster with fake GPU nodes and a real node, until Ctrl-C
 #   etcd, kube-apiserver, controller manager, scheduler, kwok CPU and GPU nodes, a real node

@@ -30,6 +30,11 @@ pub const MODEL_REVISION_LABEL: &str = "models.titanml.co/model-revision";
 pub const MODELS_ANNOTATION: &str = "models.titanml.co/models";
 /// The pod condition (and readiness gate) an Ollama replica's models set.
 pub const MODELS_READY_CONDITION: &str = "models.titanml.co/models-ready";
+/// On a sleep-enabled application's Deployment: its `sleep.idleSeconds`. The model gateway
+/// owns the Deployment's `replicas` (the operator applies none).
+pub const IDLE_SECONDS_ANNOTATION: &str = "models.titanml.co/idle-seconds";
+/// The field manager of the model gateway's writes (a Deployment's `replicas`).
+pub const GATEWAY_FIELD_MANAGER: &str = "model-orchestra-gateway";
 
 // ---- models.titanml.co/*: elsewhere ----
 

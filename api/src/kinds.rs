@@ -17,6 +17,8 @@ pub enum Kind {
     ServiceAccount,
     ConfigMap,
     PersistentVolumeClaim,
+    Role,
+    RoleBinding,
     Service,
     Deployment,
     StatefulSet,
@@ -27,10 +29,12 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 10] = [
+    pub const ALL: [Kind; 12] = [
         Kind::ServiceAccount,
         Kind::ConfigMap,
         Kind::PersistentVolumeClaim,
+        Kind::Role,
+        Kind::RoleBinding,
         Kind::Service,
         Kind::Deployment,
         Kind::StatefulSet,
@@ -49,6 +53,8 @@ impl Kind {
             Kind::ServiceAccount => "ServiceAccount",
             Kind::ConfigMap => "ConfigMap",
             Kind::PersistentVolumeClaim => "PersistentVolumeClaim",
+            Kind::Role => "Role",
+            Kind::RoleBinding => "RoleBinding",
             Kind::Service => "Service",
             Kind::Deployment => "Deployment",
             Kind::StatefulSet => "StatefulSet",
@@ -63,6 +69,7 @@ impl Kind {
     pub fn group(self) -> &'static str {
         match self {
             Kind::ServiceAccount | Kind::ConfigMap | Kind::PersistentVolumeClaim | Kind::Service => "",
+            Kind::Role | Kind::RoleBinding => "rbac.authorization.k8s.io",
             Kind::Deployment | Kind::StatefulSet => "apps",
             Kind::Job => "batch",
             Kind::Ingress => "networking.k8s.io",
@@ -91,6 +98,8 @@ impl Kind {
             Kind::ServiceAccount => "serviceaccounts",
             Kind::ConfigMap => "configmaps",
             Kind::PersistentVolumeClaim => "persistentvolumeclaims",
+            Kind::Role => "roles",
+            Kind::RoleBinding => "rolebindings",
             Kind::Service => "services",
             Kind::Deployment => "deployments",
             Kind::StatefulSet => "statefulsets",
@@ -121,11 +130,15 @@ impl Kind {
     /// Checks `obj` against the kind's schema: every field known, every value of the right
     /// type. Returns a message naming the offending field.
     pub fn check(self, obj: &Value) -> Result<(), String> {
-        use k8s_openapi::api::{apps::v1 as apps, batch::v1 as batch, core::v1 as core, networking::v1 as net};
+        use k8s_openapi::api::{
+            apps::v1 as apps, batch::v1 as batch, core::v1 as core, networking::v1 as net, rbac::v1 as rbac,
+        };
         match self {
             Kind::ServiceAccount => strict::<core::ServiceAccount>(obj),
             Kind::ConfigMap => strict::<core::ConfigMap>(obj),
             Kind::PersistentVolumeClaim => strict::<core::PersistentVolumeClaim>(obj),
+            Kind::Role => strict::<rbac::Role>(obj),
+            Kind::RoleBinding => strict::<rbac::RoleBinding>(obj),
             Kind::Service => strict::<core::Service>(obj),
             Kind::Deployment => strict::<apps::Deployment>(obj),
             Kind::StatefulSet => strict::<apps::StatefulSet>(obj),

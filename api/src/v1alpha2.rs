@@ -23,8 +23,8 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::v1alpha1::Gateway;
 pub use crate::values::{
-    BufferFloatType, DistributedLlama, Downloader, Engine, Image, ModelCache, OllamaEngine, OllamaModel,
-    OllamaRegistry, Promotion, ReaderConfig, Scaling, ServiceAccountValues, TakeoffEngine,
+    BufferFloatType, DistributedLlama, Downloader, Engine, Image, ModelCache, ModelGateway, OllamaEngine, OllamaModel,
+    OllamaRegistry, Promotion, ReaderConfig, Scaling, ServiceAccountValues, Sleep, TakeoffEngine,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
@@ -60,6 +60,7 @@ const FULLNAME: &str = "(has(self.spec.fullnameOverride) && self.spec.fullnameOv
     printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
     printcolumn(name = "Applications", type_ = "string", json_path = ".status.applicationsReady"),
     printcolumn(name = "Models", type_ = "string", json_path = ".status.modelsReady", description = "Ollama models present in every replica that serves, of those listed"),
+    printcolumn(name = "Asleep", type_ = "string", json_path = ".status.asleep", description = "Applications scaled to zero by the model gateway (and those waking)"),
     printcolumn(name = "Line", type_ = "string", json_path = ".status.line", description = "The operator line serving the CR"),
     printcolumn(name = "Served-As", type_ = "string", json_path = ".status.servedAs", description = "The API version (contract) the CR is served as"),
     printcolumn(name = "Generation", type_ = "integer", json_path = ".metadata.generation", description = "The spec's generation"),
@@ -90,6 +91,10 @@ pub struct ModelOrchestraSpec {
     /// The single gateway (router) in front of all readers; the only way to reach them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway: Option<Gateway>,
+    /// The model gateway, in the gateway's place when every application is an open engine
+    /// (Ollama): routes requests by model and wakes sleeping applications.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_gateway: Option<ModelGateway>,
     /// Base values that every application inherits (the application's own values win).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub application_template: Option<Application>,
@@ -136,6 +141,8 @@ component! {
         /// The inference engine: Takeoff readers behind the gateway (the default), or a
         /// distributed-llama group spread over several nodes.
         pub engine: Engine,
+        /// Scale to zero when idle, woken by the next request through the model gateway.
+        pub sleep: Sleep,
     }
 }
 
@@ -159,6 +166,10 @@ pub struct ModelOrchestraStatus {
     /// Readiness per application (the gateway is not one).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub applications: BTreeMap<String, ApplicationStatus>,
+    /// The applications asleep (scaled to zero), and those waking (`chat (waking)`),
+    /// comma-separated; absent when none is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asleep: Option<String>,
     /// In-cluster address of the gateway service.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway_address: Option<String>,
@@ -204,6 +215,39 @@ pub struct ApplicationStatus {
     /// replicas that serve.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub models: Vec<PulledModelStatus>,
+    /// A sleep-enabled application: `Awake`, `Sleeping` (scaled to zero; it counts as ready:
+    /// the next request wakes it) or `Waking`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sleep: Option<SleepPhase>,
+    /// When `sleep` last changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sleep_since: Option<Time>,
+    /// Why the application does not serve, while it does not (the pods' problem, the
+    /// rollout's or the models' progress): what the model gateway answers a held request.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+}
+
+/// Where a sleep-enabled application stands.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum SleepPhase {
+    /// Replicas run (the gateway scales it to zero after `sleep.idleSeconds` idle).
+    #[default]
+    Awake,
+    /// Scaled to zero by the model gateway; the next request wakes it.
+    Sleeping,
+    /// Scaled up by a request; no replica serves yet.
+    Waking,
+}
+
+impl SleepPhase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SleepPhase::Awake => "Awake",
+            SleepPhase::Sleeping => "Sleeping",
+            SleepPhase::Waking => "Waking",
+        }
+    }
 }
 
 /// One model of an Ollama application, over the replicas that serve it.

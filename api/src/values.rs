@@ -315,6 +315,50 @@ pub struct Downloader {
     pub backoff_limit: Option<i32>,
 }
 
+/// Scale to zero through the model gateway: after `idleSeconds` without a request for any
+/// of the application's models, the gateway scales its Deployment to zero (the application
+/// is `Sleeping`); the next request wakes it (back to `replicaCount`) and is held until a
+/// replica serves. The gateway then owns the Deployment's `replicas`; the operator leaves
+/// them out of what it applies. Open-engine (Ollama) applications only. Merged key by key
+/// over `applicationTemplate.sleep`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Sleep {
+    /// Put the application to sleep when idle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// Seconds without a request (none in flight) before the application sleeps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 604800))]
+    pub idle_seconds: Option<i32>,
+    /// Seconds a request that woke the application (or arrived while it wakes) is held
+    /// before it is answered 503 with the reason the application does not serve.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 3600))]
+    pub hold_seconds: Option<i32>,
+    /// Requests held at once while the application wakes; more are answered 503 at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 10000))]
+    pub max_held_requests: Option<i32>,
+}
+
+/// The model gateway: one per ModelOrchestra whose applications are all open engines
+/// (Ollama), in the gateway's place (`<fullname>-gateway`). It routes each request by its
+/// `model` to the application serving it (OpenAI's API under `/v1`, Ollama's under `/api`)
+/// and wakes sleeping applications.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelGateway {
+    /// The image running the gateway (the operator's image: `model-orchestra-operator
+    /// gateway`), a full reference.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub image: Option<String>,
+    /// The gateway container's resources.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<k8s_openapi::api::core::v1::ResourceRequirements>,
+}
+
 /// Verified promotion of an application: a new revision (a change of its pod: model, image,
 /// reader configuration, …) first runs as a candidate that takes no production traffic, is
 /// asked `prompt`, and replaces the serving revision only when its answer matches `expect`.

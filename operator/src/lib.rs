@@ -14,6 +14,7 @@ pub mod chart;
 pub mod controller;
 pub mod diff;
 pub mod error;
+pub mod gateway;
 pub mod model;
 pub mod operations;
 pub mod reconcile;

@@ -102,10 +102,14 @@ enum Command {
     /// unchanged, from server-side dry runs. Writes nothing. Exit status: 0 no changes,
     /// 1 changes, 2 an error.
     Diff(Box<diff_cmd::DiffArgs>),
+    /// Serve the model gateway of a ModelOrchestra (in its pod): route OpenAI's and Ollama's
+    /// APIs by model, wake sleeping applications, put idle ones to sleep.
+    Gateway(Box<gateway_cmd::GatewayArgs>),
 }
 
 mod api;
 mod diff_cmd;
+mod gateway_cmd;
 mod run;
 
 #[global_allocator]
@@ -131,6 +135,7 @@ fn main() -> ExitCode {
 fn execute(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Run(args) => run::run(*args)?,
+        Command::Gateway(args) => gateway_cmd::gateway(*args)?,
         Command::Crd => print!("{}", model_orchestra_api::crd::crd_yaml()),
         Command::Rbac { name } => print!("{}", model_orchestra_api::deploy::rbac::cluster_role_yaml(&name)),
         Command::ServeApi(args) => api::serve(*args)?,

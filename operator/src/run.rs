@@ -72,6 +72,10 @@ pub struct RunArgs {
     /// `--api-version`).
     #[arg(long, env = "MODEL_ORCHESTRA_CHART", value_name = "DIR")]
     chart: Option<PathBuf>,
+    /// The image the model gateways run (`spec.modelGateway.image`'s default): the
+    /// operator's own [default: the chart's, the released image of this version].
+    #[arg(long, env = "MODEL_ORCHESTRA_MODEL_GATEWAY_IMAGE")]
+    model_gateway_image: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -101,11 +105,14 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
 async fn run_async(args: RunArgs) -> anyhow::Result<()> {
     let settings = settings(&args);
     let (version, routing, identity) = (&settings.release, &settings.line.routing, &settings.identity);
-    let chart = match &args.chart {
+    let mut chart = match &args.chart {
         Some(dir) => Chart::from_dir(dir),
         None => Chart::embedded(args.api_version),
     }
     .context("loading the chart")?;
+    if let Some(image) = &args.model_gateway_image {
+        chart.set_model_gateway_image(image);
+    }
     if chart.api_version() != args.api_version {
         anyhow::bail!(
             "the chart renders {} ModelOrchestras, but --api-version is {}",

@@ -134,6 +134,10 @@ pub fn deployment(o: &DeployOptions) -> Deployment {
     }
     if let Some(version) = &o.api_version {
         envs.push(env("MODEL_ORCHESTRA_API_VERSION", version.as_str()));
+        // The model gateway runs the operator's own image (`gateway`).
+        if *version != crate::ApiVersion::V1alpha1 {
+            envs.push(env("MODEL_ORCHESTRA_MODEL_GATEWAY_IMAGE", &o.image));
+        }
     }
     if let Some(release) = &o.release {
         envs.push(env("MODEL_ORCHESTRA_RELEASE", release));

@@ -38,6 +38,9 @@ pub fn cluster_role(name: &str) -> ClusterRole {
     // OwnerReferencesPermissionEnforcement (OpenShift), that needs `update` on the owner's
     // finalizers.
     rules.push(rule(GROUP, &["modelorchestras/finalizers"], &["update"]));
+    // The model gateway's Role grants its ServiceAccount the scale of the applications that
+    // sleep; the API server lets the operator grant only what it holds itself.
+    rules.push(rule("apps", &["deployments/scale"], &["get", "patch", "update"]));
     // Pods of the rendered Deployments, read-only: why a pod is not scheduled or not
     // running belongs on the CR.
     rules.push(rule("", &["pods"], &["get", "list", "watch"]));

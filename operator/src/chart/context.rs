@@ -56,6 +56,9 @@ struct Root<'a> {
     /// Whether the Takeoff gateway is rendered: not when every application is Ollama (it
     /// routes only to Takeoff readers).
     takeoff_gateway: bool,
+    /// The model gateway, in the gateway's place (first shard only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model_gateway: Option<&'a super::model_gateway::ModelGatewayContext>,
     components: Components<'a, 'a>,
 }
 
@@ -122,6 +125,9 @@ struct ComponentContext<'a> {
     model_cache: Option<ModelCacheContext<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     replicas: Option<i32>,
+    /// A sleeping application's `idleSeconds`: the model gateway owns its `replicas`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    idle_seconds: Option<String>,
     /// Ingress rules with the rules' defaults filled in, when the ingress is enabled.
     #[serde(skip_serializing_if = "Option::is_none")]
     ingress: Option<IngressRules>,
@@ -259,6 +265,8 @@ pub(super) struct Release<'a> {
     gateway: ComponentContext<'a>,
     /// Whether the Takeoff gateway is rendered: unless every application is Ollama.
     takeoff_gateway: bool,
+    /// The model gateway, when every application is an open engine.
+    model_gateway: Option<super::model_gateway::ModelGatewayContext>,
 }
 
 /// The applications of one shard, as the templates see them.
@@ -348,7 +356,29 @@ impl<'a> Release<'a> {
         let gateway = gateway_component(values.rules, &values.gateway, &gateway_name, &common, &meta.app_version)?;
         let takeoff_gateway = values.applications.is_empty()
             || values.applications.iter().any(|a| !matches!(a.engine, EngineModel::Ollama(_)));
-        Ok(Release { release, namespace, chart, fullname, common, sa_name, values, gateway, takeoff_gateway })
+        let model_gateway = super::model_gateway::model_gateway(
+            values,
+            super::model_gateway::Base {
+                meta: gateway.meta.clone(),
+                selector_labels: &gateway.selector_labels,
+                pod_labels: &gateway.pod_labels,
+                release,
+                namespace,
+                fullname: &fullname,
+            },
+        );
+        Ok(Release {
+            release,
+            namespace,
+            chart,
+            fullname,
+            common,
+            sa_name,
+            values,
+            gateway,
+            takeoff_gateway,
+            model_gateway,
+        })
     }
 
     pub(super) fn namespace(&self) -> &str {
@@ -408,6 +438,7 @@ impl<'a> Release<'a> {
             service_monitor: values.gateway.export_prometheus_metrics,
             gateway: &self.gateway,
             takeoff_gateway: self.takeoff_gateway,
+            model_gateway: self.model_gateway.as_ref().filter(|_| with_gateway),
             components: Components {
                 gateway: (with_gateway && self.takeoff_gateway).then_some(&self.gateway),
                 applications: &applications.contexts,
@@ -620,6 +651,7 @@ fn gateway_component<'a>(
         models_volume: None,
         model_cache: None,
         replicas: Some(pod.replica_count),
+        idle_seconds: None,
         ingress: ingress(pod, name, field)?,
         scaler: None,
         strategy: None,
@@ -817,6 +849,7 @@ fn application_component<'a>(
     Ok(ComponentContext {
         meta: Meta { name: name.clone(), labels: m.labels },
         replicas,
+        idle_seconds: None,
         name,
         app: Some(&app.key),
         candidate: !production,
@@ -860,6 +893,10 @@ fn as_ollama(
         models_volume: if chose_volume { c.models_volume.as_deref() } else { None },
     };
     c.ollama = Some(super::ollama::ollama(app, o, base));
+    // A candidate keeps its one replica: only the serving revision sleeps.
+    if !c.candidate {
+        c.idle_seconds = app.sleep.map(|s| s.idle_seconds.to_string());
+    }
 }
 
 static RECREATE: std::sync::LazyLock<k8s_openapi::api::apps::v1::DeploymentStrategy> = std::sync::LazyLock::new(|| {

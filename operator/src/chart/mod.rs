@@ -7,6 +7,7 @@ mod component;
 mod config_yaml;
 mod context;
 mod group;
+pub mod model_gateway;
 mod names;
 mod ollama;
 mod render;
@@ -73,6 +74,15 @@ impl Chart {
     }
 
     /// The API version whose CRs this chart renders.
+    /// Makes `image` the model gateway's default image (the operator's own, when it runs
+    /// from another registry than the released one). A contract without a model gateway
+    /// is left as it is.
+    pub fn set_model_gateway_image(&mut self, image: &str) {
+        if let Some(gateway) = &mut self.defaults.model_gateway {
+            gateway.image = Some(image.to_string());
+        }
+    }
+
     pub fn api_version(&self) -> ApiVersion {
         self.version.api_version()
     }

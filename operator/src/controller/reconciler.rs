@@ -1049,7 +1049,11 @@ fn observe(
                     .cloned()
                     .or_else(|| ctx.caches.deployment(&cr.namespace, &o.name).map(|d| (*d).clone()));
                 let (replicas, rollout) = deployment_readiness(d.as_ref());
-                let mut health = Health { replicas, rollout, problem: None };
+                let sleeps = d
+                    .as_ref()
+                    .and_then(|d| d.metadata.annotations.as_ref())
+                    .is_some_and(|a| a.contains_key(model_orchestra_api::keys::IDLE_SECONDS_ANNOTATION));
+                let mut health = Health { replicas, rollout, problem: None, sleeps };
                 let group = match component {
                     Component::Application(app) => groups.get(app).map(|g| (app, g)),
                     _ => None,
@@ -1198,6 +1202,7 @@ async fn publish_if_new(ctx: &Context, cr: &Cr<'_>, previous: &ModelOrchestraSta
             events.push((EventType::Warning, reason, message));
         }
     }
+    events.extend(sleep_events(previous, next));
     let reference = cr.obj.object_ref(&ctx.cr_resource());
     for (type_, reason, message) in events {
         let event =
@@ -1206,6 +1211,41 @@ async fn publish_if_new(ctx: &Context, cr: &Cr<'_>, previous: &ModelOrchestraSta
             tracing::debug!(error = %e, "cannot publish event");
         }
     }
+}
+
+/// An Event per application that fell asleep, began waking, or woke (with how long the
+/// wake-up took).
+fn sleep_events(previous: &ModelOrchestraStatus, next: &ModelOrchestraStatus) -> Vec<(EventType, String, String)> {
+    use model_orchestra_api::v1alpha2::SleepPhase;
+    let mut events = Vec::new();
+    for (app, now) in &next.applications {
+        let before = previous.applications.get(app);
+        let (Some(phase), Some(was)) = (now.sleep, before.and_then(|b| b.sleep)) else { continue };
+        let took = || {
+            let since = before.and_then(|b| b.sleep_since.as_ref())?;
+            let at = now.sleep_since.as_ref()?;
+            Some(at.0.duration_since(since.0).as_secs_f64())
+        };
+        let event = match (was, phase) {
+            (SleepPhase::Awake, SleepPhase::Sleeping) => {
+                ("Sleeping", format!("{app}: idle, scaled to zero by the model gateway; the next request wakes it"))
+            }
+            (SleepPhase::Sleeping, SleepPhase::Waking) => {
+                ("Waking", format!("{app}: a request woke it; the model gateway holds requests until it serves"))
+            }
+            (SleepPhase::Waking, SleepPhase::Awake) => (
+                "Woke",
+                match took() {
+                    Some(s) => format!("{app}: serving {s:.1} s after the wake-up began"),
+                    None => format!("{app}: serving"),
+                },
+            ),
+            (SleepPhase::Sleeping, SleepPhase::Awake) => ("Woke", format!("{app}: serving")),
+            _ => continue,
+        };
+        events.push((EventType::Normal, event.0.to_string(), event.1));
+    }
+    events
 }
 
 /// The JSON merge patch (RFC 7386) that turns `from` into `to`: changed and new keys as in

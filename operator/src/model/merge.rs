@@ -11,8 +11,8 @@ use serde_json::Value;
 use model_orchestra_api::kinds::keda::{Advanced, Fallback, HpaConfig, ScalingModifiers};
 use model_orchestra_api::values::{
     DistributedLlama, DllamaDownloader, Downloader, Engine, GatewayConfig, Image, IngressValues, MetricTarget,
-    ModelCache, OllamaEngine, OllamaRegistry, Promotion, ReaderConfig, Scaling, ScalingSpec, ServiceAccountValues,
-    ServiceValues,
+    ModelCache, ModelGateway, OllamaEngine, OllamaRegistry, Promotion, ReaderConfig, Scaling, ScalingSpec,
+    ServiceAccountValues, ServiceValues, Sleep,
 };
 
 /// Merging `overlay` into `self`, as Helm merges values.
@@ -208,6 +208,8 @@ fields! {
     Engine { takeoff, distributed_llama, ollama }
     OllamaEngine { models, registry, image, port, stall_seconds }
     OllamaRegistry { host, insecure }
+    Sleep { enabled, idle_seconds, hold_seconds, max_held_requests }
+    ModelGateway { image, resources }
     DistributedLlama { nodes, image, nthreads, buffer_float_type, max_seq_len, port, downloader }
     DllamaDownloader { image, command }
     Promotion {

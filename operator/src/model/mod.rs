@@ -49,6 +49,8 @@ pub struct Model {
     pub image_pull_secrets: Vec<LocalObjectReference>,
     pub service_account: ServiceAccountSettings,
     pub gateway: GatewayModel,
+    /// The model gateway's settings, where the contract has one (`v1alpha2`).
+    pub model_gateway: Option<ModelGatewaySettings>,
     /// `applicationTemplate.env`: applications take the names they do not set themselves.
     pub template_env: Vec<EnvVar>,
     /// In key order.
@@ -56,6 +58,16 @@ pub struct Model {
     /// The values as the user wrote them (before any default), for the checks that name
     /// where a value was written.
     pub written: Values,
+}
+
+impl Model {
+    /// Whether the chart renders the model gateway: the contract has one and every
+    /// application is an open engine (Ollama), so no Takeoff gateway takes its place.
+    pub fn has_model_gateway(&self) -> bool {
+        self.model_gateway.is_some()
+            && !self.applications.is_empty()
+            && self.applications.iter().all(|a| matches!(a.engine, EngineModel::Ollama(_)))
+    }
 }
 
 impl PartialEq for ContractRules {
@@ -155,6 +167,8 @@ pub struct ApplicationModel {
     /// Verified promotion, when enabled.
     pub promotion: Option<PromotionSettings>,
     pub engine: EngineModel,
+    /// Scale to zero when idle, when enabled.
+    pub sleep: Option<SleepSettings>,
     pub origin: Origin,
 }
 
@@ -229,6 +243,22 @@ pub struct PromotionSettings {
     pub success_threshold: i32,
     pub failure_threshold: i32,
     pub deadline_seconds: i32,
+}
+
+/// The model gateway (`values.yaml` ← `spec.modelGateway`, key by key).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelGatewaySettings {
+    pub image: String,
+    pub resources: ResourceRequirements,
+}
+
+/// Scale to zero, resolved (`values.yaml` ← template ← own, key by key), when enabled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SleepSettings {
+    pub idle_seconds: i32,
+    pub hold_seconds: i32,
+    pub max_held_requests: i32,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -5,14 +5,14 @@
 //! not a literal in Rust.
 
 use k8s_openapi::api::core::v1::ResourceRequirements;
-use model_orchestra_api::values::{Engine, ModelCache, Promotion};
+use model_orchestra_api::values::{Engine, ModelCache, Promotion, Sleep};
 
 use super::merge::Merge;
 use super::values::{ApplicationValues, GatewayValues, Values};
 use super::{
     ApplicationModel, ContractRules, DllamaSettings, EngineModel, GatewayModel, ImageSettings, IngressSettings, Model,
-    ModelCacheSettings, OllamaSettings, Origin, PodSettings, PromotionSettings, ScalingSettings,
-    ServiceAccountSettings, ServiceSettings,
+    ModelCacheSettings, ModelGatewaySettings, OllamaSettings, Origin, PodSettings, PromotionSettings, ScalingSettings,
+    ServiceAccountSettings, ServiceSettings, SleepSettings,
 };
 use crate::error::RenderError;
 
@@ -38,6 +38,15 @@ pub fn resolve(defaults: &Values, spec: &Values, rules: &'static ContractRules) 
         .collect::<Result<Vec<_>, _>>()?;
     let gateway_set = spec.gateway.as_ref().map(GatewayValues::set_fields).unwrap_or_default();
     let gateway = resolve_gateway(required(merged.gateway, "gateway")?, gateway_set)?;
+    let model_gateway = merged
+        .model_gateway
+        .map(|g| -> Result<ModelGatewaySettings, RenderError> {
+            Ok(ModelGatewaySettings {
+                image: required(g.image, "modelGateway.image")?,
+                resources: g.resources.unwrap_or_default(),
+            })
+        })
+        .transpose()?;
     Ok(Model {
         rules,
         name_override: required(merged.name_override, "nameOverride")?,
@@ -50,6 +59,7 @@ pub fn resolve(defaults: &Values, spec: &Values, rules: &'static ContractRules) 
             name: required(sa.name, "serviceAccount.name")?,
         },
         gateway,
+        model_gateway,
         template_env,
         applications,
         written: spec.clone(),
@@ -92,6 +102,18 @@ fn promotion(merged: Option<Promotion>) -> Result<Option<PromotionSettings>, Ren
         deadline_seconds: required(p.deadline_seconds, &format!("{at}.deadlineSeconds"))?,
     };
     Ok(required(p.enabled, &format!("{at}.enabled"))?.then_some(settings))
+}
+
+/// Scale to zero, merged (`values.yaml` ← template ← own, key by key), when enabled. Its
+/// values are required of `values.yaml` only when it is.
+fn sleep(merged: Option<Sleep>) -> Result<Option<SleepSettings>, RenderError> {
+    let Some(s) = merged.filter(|s| s.enabled == Some(true)) else { return Ok(None) };
+    let at = "applicationTemplate.sleep";
+    Ok(Some(SleepSettings {
+        idle_seconds: required(s.idle_seconds, &format!("{at}.idleSeconds"))?,
+        hold_seconds: required(s.hold_seconds, &format!("{at}.holdSeconds"))?,
+        max_held_requests: required(s.max_held_requests, &format!("{at}.maxHeldRequests"))?,
+    }))
 }
 
 /// An extended resource (`nvidia.com/gpu`) cannot be overcommitted: the API server refuses
@@ -260,6 +282,7 @@ fn resolve_application(
     let models_volume = a.models_volume.clone();
     let (strategy, progress_deadline_seconds) = (a.strategy.clone(), a.progress_deadline_seconds);
     let promotion = promotion(a.promotion.clone())?;
+    let sleep = sleep(a.sleep.clone())?;
     let engine = match chosen {
         Chosen::Takeoff => EngineModel::Takeoff,
         Chosen::DistributedLlama => EngineModel::DistributedLlama(dllama(a.engine.clone())?),
@@ -303,6 +326,7 @@ fn resolve_application(
         progress_deadline_seconds,
         promotion,
         engine,
+        sleep,
         origin,
     })
 }

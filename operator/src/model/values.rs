@@ -10,8 +10,8 @@ use k8s_openapi::api::core::v1::{
     SecurityContext, Toleration, Volume, VolumeMount,
 };
 use model_orchestra_api::values::{
-    Engine, GatewayConfig, Image, IngressValues, ModelCache, Promotion, ReaderConfig, Scaling, ServiceAccountValues,
-    ServiceValues,
+    Engine, GatewayConfig, Image, IngressValues, ModelCache, ModelGateway, Promotion, ReaderConfig, Scaling,
+    ServiceAccountValues, ServiceValues, Sleep,
 };
 
 use serde::{Deserialize, Serialize};
@@ -56,6 +56,8 @@ values! {
         fullname_override: String => "fullnameOverride",
         service_account: ServiceAccountValues => "serviceAccount",
         gateway: GatewayValues => "gateway",
+        /// Only where the contract has a model gateway.
+        model_gateway: ModelGateway => "modelGateway",
         /// Merged under each application.
         application_template: ApplicationValues => "applicationTemplate",
         applications: BTreeMap<String, ApplicationValues> => "applications",
@@ -120,5 +122,7 @@ values! {
         progress_deadline_seconds: i32 => "progressDeadlineSeconds",
         promotion: Promotion => "promotion",
         engine: Engine => "engine",
+        /// Only where the contract has a model gateway.
+        sleep: Sleep => "sleep",
     }
 }

@@ -320,6 +320,7 @@ mod tests {
             replicas: model_orchestra_api::v1alpha2::ApplicationStatus { ready, ..Default::default() },
             rollout: Rollout::Done,
             problem: None,
+            sleeps: false,
         };
         let all = [root(true), worker(1, "a", true)];
         let h = health(root_deployment(true), status(2, &all, &gate(2, &all), None));

@@ -15,7 +15,7 @@ pub(crate) use super::pod_health::PodProblem;
 // leaves those out, so it writes exactly the v1alpha1 status.
 use model_orchestra_api::v1alpha2::{
     ApplicationStatus, ModelOrchestraStatus, ModelPhase, ModelRefresh, ModelStatus, PromotionPhase, PromotionStatus,
-    PullPhase, PulledModelStatus,
+    PullPhase, PulledModelStatus, SleepPhase,
 };
 
 /// How far the reconcile got.
@@ -38,6 +38,41 @@ pub(crate) struct Health {
     pub replicas: ApplicationStatus,
     pub rollout: Rollout,
     pub problem: Option<PodProblem>,
+    /// The application sleeps when idle: the model gateway owns its replicas.
+    pub sleeps: bool,
+}
+
+impl Health {
+    /// Scaled to zero by the model gateway: healthy, and woken by the next request.
+    pub(crate) fn asleep(&self) -> bool {
+        self.sleeps && self.replicas.desired_replicas == 0
+    }
+
+    /// Why the component does not serve: a pod's own problem (the scheduler's message, a
+    /// container that cannot start) says more than the rollout's counts.
+    fn why(&self) -> String {
+        match (&self.problem, &self.rollout) {
+            (Some(p), _) => p.message.clone(),
+            (None, Rollout::Progressing { message, .. } | Rollout::Stuck { message }) => message.clone(),
+            (None, Rollout::Done) => "pods not ready".into(),
+        }
+    }
+}
+
+/// Where a sleep-enabled application stands, from its Deployment and the last status:
+/// scaled to zero is `Sleeping`; scaled up from `Sleeping` (or still `Waking`) with no
+/// replica ready is `Waking`; anything else `Awake`.
+pub(crate) fn sleep_phase(h: &Health, previous: Option<SleepPhase>) -> Option<SleepPhase> {
+    if !h.sleeps {
+        return None;
+    }
+    Some(if h.replicas.desired_replicas == 0 {
+        SleepPhase::Sleeping
+    } else if !h.replicas.ready && matches!(previous, Some(SleepPhase::Sleeping | SleepPhase::Waking)) {
+        SleepPhase::Waking
+    } else {
+        SleepPhase::Awake
+    })
 }
 
 /// Where a component's Deployment stands in rolling out its current generation (as
@@ -256,7 +291,11 @@ fn applied_verdicts(observed: &Observed) -> [Verdict; 3] {
     };
     let verifying = |app: &str| observed.promotions.get(app).filter(|p| p.phase == PromotionPhase::Verifying);
     let app_ready = |app: &str, h: &Health| {
-        h.replicas.ready && model_waiting(app).is_none() && verifying(app).is_none() && pulls_waiting(app).is_none()
+        h.asleep()
+            || (h.replicas.ready
+                && model_waiting(app).is_none()
+                && verifying(app).is_none()
+                && pulls_waiting(app).is_none())
     };
     let gateway = (!observed.no_gateway).then_some(("gateway", &observed.gateway));
     let components = gateway.into_iter().chain(observed.applications.iter().map(|(k, v)| (k.as_str(), v)));
@@ -265,16 +304,17 @@ fn applied_verdicts(observed: &Observed) -> [Verdict; 3] {
     let fine = (false, Reason::AsExpected, "all objects applied".to_string());
     if waiting.is_empty() {
         let and_gateway = if observed.no_gateway { "" } else { " and the gateway" };
-        let m = format!("{ready_apps}/{} applications{and_gateway} are ready", observed.applications.len());
+        let asleep: Vec<&str> =
+            observed.applications.iter().filter(|(_, h)| h.asleep()).map(|(k, _)| k.as_str()).collect();
+        let asleep = if asleep.is_empty() {
+            String::new()
+        } else {
+            format!(" ({} asleep: the next request wakes it)", asleep.join(", "))
+        };
+        let m = format!("{ready_apps}/{} applications{and_gateway} are ready{asleep}", observed.applications.len());
         return [(true, Reason::Ready, m.clone()), (false, Reason::Ready, m), fine];
     }
-    // A pod's own problem (the scheduler's message, a container that cannot start) says
-    // more than the rollout's counts.
-    let why = |h: &Health| match (&h.problem, &h.rollout) {
-        (Some(p), _) => p.message.clone(),
-        (None, Rollout::Progressing { message, .. } | Rollout::Stuck { message }) => message.clone(),
-        (None, Rollout::Done) => "pods not ready".into(),
-    };
+    let why = Health::why;
     let stuck: Vec<String> = waiting
         .iter()
         .filter_map(|(name, h)| match &h.rollout {
@@ -369,12 +409,40 @@ pub(crate) fn next_status(r: &Report) -> ModelOrchestraStatus {
                     .map(|d| model_status(r.previous.applications.get(k).and_then(|a| a.model.as_ref()), d, r.now));
                 let promotion = observed.promotions.get(k).cloned();
                 let verified = promotion.as_ref().is_none_or(|p| p.phase == PromotionPhase::Promoted);
-                let models = observed.pulls.get(k).cloned().unwrap_or_default();
-                let ready = h.replicas.ready
-                    && verified
-                    && model.as_ref().is_none_or(|m| m.phase == ModelPhase::Ready)
-                    && models.iter().all(|m| m.phase == PullPhase::Ready);
-                (k.clone(), ApplicationStatus { ready, model, promotion, models, ..h.replicas.clone() })
+                let previous = r.previous.applications.get(k);
+                let sleep = sleep_phase(h, previous.and_then(|a| a.sleep));
+                // Asleep, no replica holds the models: they stand as they were last seen.
+                let models = match (h.asleep(), previous) {
+                    (true, Some(p)) => p.models.clone(),
+                    _ => observed.pulls.get(k).cloned().unwrap_or_default(),
+                };
+                let ready = h.asleep()
+                    || (h.replicas.ready
+                        && verified
+                        && model.as_ref().is_none_or(|m| m.phase == ModelPhase::Ready)
+                        && models.iter().all(|m| m.phase == PullPhase::Ready));
+                let sleep_since = match previous {
+                    Some(p) if p.sleep == sleep => p.sleep_since.clone(),
+                    _ => sleep.map(|_| r.now.clone()),
+                };
+                let message = if ready {
+                    String::new()
+                } else if !h.replicas.ready {
+                    h.why()
+                } else {
+                    pull_progress(&models)
+                };
+                let status = ApplicationStatus {
+                    ready,
+                    model,
+                    promotion,
+                    models,
+                    sleep,
+                    sleep_since,
+                    message,
+                    ..h.replicas.clone()
+                };
+                (k.clone(), status)
             })
             .collect();
         next.applications_ready = Some(format!("{}/{}", apps.values().filter(|a| a.ready).count(), apps.len()));
@@ -385,11 +453,33 @@ pub(crate) fn next_status(r: &Report) -> ModelOrchestraStatus {
             }
         }
         next.models_ready = super::pulls::models_ready(apps.values().map(|a| a.models.as_slice()));
+        let asleep: Vec<String> = apps
+            .iter()
+            .filter_map(|(k, a)| match a.sleep {
+                Some(SleepPhase::Sleeping) => Some(k.clone()),
+                Some(SleepPhase::Waking) => Some(format!("{k} (waking)")),
+                _ => None,
+            })
+            .collect();
+        next.asleep = (!asleep.is_empty()).then(|| asleep.join(", "));
         next.applications = apps;
         next.gateway_address = observed.gateway_address.clone();
         next.applied_hash = Some(hash.clone());
     }
     next
+}
+
+/// What an application's models wait for, when some do.
+fn pull_progress(models: &[PulledModelStatus]) -> String {
+    let waiting: Vec<String> = models
+        .iter()
+        .filter(|m| m.phase != PullPhase::Ready)
+        .map(|m| match m.message.as_str() {
+            "" => format!("model {} {}", m.name, m.phase.as_str()),
+            message => format!("model {} {}: {message}", m.name, m.phase.as_str()),
+        })
+        .collect();
+    waiting.join(", ")
 }
 
 /// A model's status: `since` moves only when the phase changes.
@@ -462,6 +552,7 @@ mod tests {
                 Rollout::Progressing { message: "0 of 1 new pods available".into(), serving: false }
             },
             problem: None,
+            sleeps: false,
         }
     }
 
@@ -490,6 +581,67 @@ mod tests {
     fn status_of(s: &ModelOrchestraStatus, t: ConditionType) -> (String, String) {
         let c = condition(s, t).unwrap();
         (c.status.clone(), c.reason.clone())
+    }
+
+    /// A sleep-enabled application scaled to `desired` with `ready` replicas ready.
+    fn sleeper(desired: i32, ready: i32) -> Outcome {
+        let h = Health {
+            replicas: ApplicationStatus {
+                ready_replicas: ready,
+                desired_replicas: desired,
+                ready: ready >= desired,
+                ..Default::default()
+            },
+            rollout: Rollout::Done,
+            problem: ready
+                .lt(&desired)
+                .then(|| PodProblem { message: "Back-off pulling image \"nope\"".into(), unschedulable: false }),
+            sleeps: true,
+        };
+        let observed = Observed {
+            gateway: health(true),
+            applications: BTreeMap::from([("chat".to_string(), h)]),
+            ..Default::default()
+        };
+        Outcome::Applied { observed: Box::new(observed), hash: "h".into() }
+    }
+
+    #[test]
+    fn an_application_scaled_to_zero_by_the_gateway_is_sleeping_and_counts_as_ready() {
+        let s = next(&Default::default(), 1, &sleeper(0, 0), 1);
+        assert_eq!(status_of(&s, READY), ("True".into(), "Ready".into()));
+        assert_eq!(s.applications["chat"].sleep, Some(SleepPhase::Sleeping));
+        assert!(s.applications["chat"].ready);
+        assert_eq!(s.asleep.as_deref(), Some("chat"));
+        assert!(condition(&s, READY).unwrap().message.contains("chat asleep"));
+    }
+
+    #[test]
+    fn scaled_up_from_sleeping_without_a_ready_replica_is_waking_with_the_reason() {
+        let asleep = next(&Default::default(), 1, &sleeper(0, 0), 1);
+        let s = next(&asleep, 1, &sleeper(1, 0), 2);
+        let chat = &s.applications["chat"];
+        assert_eq!(chat.sleep, Some(SleepPhase::Waking));
+        assert!(!chat.ready);
+        assert!(chat.message.contains("Back-off pulling image"), "{}", chat.message);
+        assert_eq!(s.asleep.as_deref(), Some("chat (waking)"));
+        assert_eq!(chat.sleep_since, Some(at(2)));
+    }
+
+    #[test]
+    fn a_woken_application_with_a_ready_replica_is_awake() {
+        let asleep = next(&Default::default(), 1, &sleeper(0, 0), 1);
+        let waking = next(&asleep, 1, &sleeper(1, 0), 2);
+        let s = next(&waking, 1, &sleeper(1, 1), 7);
+        assert_eq!(s.applications["chat"].sleep, Some(SleepPhase::Awake));
+        assert_eq!(s.asleep, None);
+        assert_eq!(s.applications["chat"].message, "");
+    }
+
+    #[test]
+    fn a_sleep_enabled_application_starting_for_the_first_time_is_awake_not_waking() {
+        let s = next(&Default::default(), 1, &sleeper(1, 0), 1);
+        assert_eq!(s.applications["chat"].sleep, Some(SleepPhase::Awake));
     }
 
     #[test]

@@ -114,6 +114,29 @@ fn ollama_errors(app: &ApplicationModel, o: &OllamaSettings, written: &Values, o
     }
 }
 
+/// The errors of an application's `sleep`: only the model gateway wakes an application,
+/// and it fronts Ollama applications of a ModelOrchestra that has nothing else.
+pub(super) fn sleep_errors(app: &ApplicationModel, model_gateway: bool, out: &mut Vec<InputError>) {
+    if app.sleep.is_none() {
+        return;
+    }
+    let field = format!("{}.enabled", app.origin.path("sleep"));
+    if !matches!(app.engine, EngineModel::Ollama(_)) {
+        out.push(InputError::new(
+            field,
+            "only an open-engine (Ollama) application sleeps: the model gateway that wakes it routes only them; \
+             set sleep.enabled: false",
+        ));
+    } else if !model_gateway {
+        out.push(InputError::new(
+            field,
+            "the model gateway wakes a sleeping application, and a ModelOrchestra has one only when every \
+             application is Ollama: move the Takeoff or distributed-llama applications to another ModelOrchestra, \
+             or set sleep.enabled: false",
+        ));
+    }
+}
+
 /// Whether the user enabled the model cache (own or template's); the resolved model drops
 /// it for an Ollama application.
 fn written_cache_enabled(app: &ApplicationModel, written: &Values) -> bool {

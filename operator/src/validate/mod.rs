@@ -57,6 +57,7 @@ pub(crate) fn model(m: &Model) -> Findings {
             promotion_settings(promotion, &origin.path("promotion"), &mut errors);
         }
         engine::errors(app, &m.written, &mut errors);
+        engine::sleep_errors(app, m.has_model_gateway(), &mut errors);
     }
     // One error per field: a field both checks reach is reported once.
     let mut seen = std::collections::HashSet::new();

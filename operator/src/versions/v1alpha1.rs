@@ -46,6 +46,7 @@ impl ServedVersion for V1alpha1 {
             fullname_override: spec.fullname_override,
             service_account: spec.service_account,
             gateway: spec.gateway.map(gateway),
+            model_gateway: None,
             application_template: spec.application_template.map(application),
             applications: spec.applications.map(|apps| apps.into_iter().map(|(k, a)| (k, application(a))).collect()),
         })
@@ -110,5 +111,6 @@ fn application(a: Application) -> ApplicationValues {
         progress_deadline_seconds: None,
         promotion: None,
         engine: None,
+        sleep: None,
     }
 }

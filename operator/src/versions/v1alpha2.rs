@@ -55,6 +55,7 @@ impl ServedVersion for V1alpha2 {
             fullname_override: spec.fullname_override,
             service_account: spec.service_account,
             gateway: spec.gateway.map(super::v1alpha1::gateway),
+            model_gateway: spec.model_gateway,
             application_template: spec.application_template.map(application),
             applications: spec.applications.map(|apps| apps.into_iter().map(|(k, a)| (k, application(a))).collect()),
         })
@@ -71,6 +72,12 @@ impl ServedVersion for V1alpha2 {
         }
         if template.and_then(|t| t.model_cache.as_ref()).is_none() {
             return Err("applicationTemplate.modelCache needs a default (with enabled: false)".into());
+        }
+        if template.and_then(|t| t.sleep.as_ref()).is_none() {
+            return Err("applicationTemplate.sleep needs a default (with enabled: false)".into());
+        }
+        if defaults.model_gateway.as_ref().and_then(|g| g.image.as_ref()).is_none() {
+            return Err("modelGateway.image needs a default".into());
         }
         if template.and_then(|t| t.promotion.as_ref()).is_none() {
             return Err("applicationTemplate.promotion needs a default (with enabled: false)".into());
@@ -111,5 +118,6 @@ fn application(a: Application) -> ApplicationValues {
         progress_deadline_seconds: a.progress_deadline_seconds,
         promotion: a.promotion,
         engine: a.engine,
+        sleep: a.sleep,
     }
 }

@@ -43,21 +43,6 @@ fn kubectl(cluster: &Cluster, args: &[&str], input: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// The operator's image (`make static`'s binary, `bundle-tool image build`'s recipe) in the
-/// cluster's registry.
-async fn push_operator_image(cluster: &Cluster) -> String {
-    let binary = local_cluster::tools::static_program("model-orchestra-operator").unwrap_or_else(|e| panic!("{e}"));
-    let image = mo_images::operator_image(&std::fs::read(&binary).unwrap(), None, None);
-    let reference = format!("{}/model-orchestra-operator:e2e", cluster.registry.as_deref().unwrap());
-    let options = mo_images::push::PushOptions {
-        access: mo_images::registry::Access { insecure: true, ..Default::default() },
-        force: true,
-        quiet: true,
-    };
-    mo_images::push::push(&image, &reference, &options).await.unwrap_or_else(|e| panic!("push {reference}: {e}"));
-    reference
-}
-
 /// `make cluster`, `make install`, then `make deploy IMG=<the image in the cluster's
 /// registry>` with `replicas`; returns the cluster once the Deployment is available, and
 /// how long that took from the apply.
@@ -73,7 +58,7 @@ async fn deployed_with(replicas: u32, http_api: bool) -> (Cluster, Duration) {
 async fn deployed_line(replicas: u32, http_api: bool, api_version: Option<&str>) -> (Cluster, Duration) {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let cluster = Cluster::start(Options::default()).await.unwrap_or_else(|e| panic!("{e}"));
-    let image = push_operator_image(&cluster).await;
+    let image = crate::support::push_operator_image(&cluster).await;
     // What `make cluster` does for the operator's namespace: its pods run on the real node.
     cluster.run_pods_for_real(NAMESPACE).await.unwrap();
     let crd = root().join("config/crd/models.titanml.co_modelorchestras.yaml");

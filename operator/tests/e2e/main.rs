@@ -13,6 +13,7 @@ mod basics;
 mod crd_versions;
 mod day_one;
 mod diff;
+mod gateway;
 mod group;
 mod http_api;
 mod http_api_hostile;

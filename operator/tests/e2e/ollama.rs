@@ -20,16 +20,16 @@ use tokio::sync::{OnceCell, RwLock};
 use crate::support::*;
 
 /// Held for writing by a test that breaks the models registry.
-static FAULTS: RwLock<()> = RwLock::const_new(());
+pub(crate) static FAULTS: RwLock<()> = RwLock::const_new(());
 /// The Ollama image and the test models, pushed once per shared cluster.
 static PUSHED: OnceCell<()> = OnceCell::const_new();
 /// Long enough for a pod's image pull and start, a model's pull and its first load.
 const PULLED: Duration = Duration::from_secs(240);
-const MODELS_REGISTRY: &str = "registry.kube-system.svc:5000";
+pub(crate) const MODELS_REGISTRY: &str = "registry.kube-system.svc:5000";
 
 /// The test's namespace on the shared cluster, its pods on the real node; the Ollama image
 /// and the test models in the registries; the v1alpha2 line running.
-async fn setup(test: &str) -> (Cluster, Operator) {
+pub(crate) async fn setup(test: &str) -> (Cluster, Operator) {
     let cluster = Cluster::start(test).await;
     let local = cluster.local.expect("the Ollama tests run on the local cluster (a real node)");
     PUSHED
@@ -39,13 +39,16 @@ async fn setup(test: &str) -> (Cluster, Operator) {
         })
         .await;
     local.run_pods_for_real(&cluster.namespace).await.unwrap();
-    let operator = Operator::start(&cluster, OperatorOptions { api_version: "v1alpha2", ..Default::default() }).await;
+    let image = shared_operator_image(local).await;
+    let extra_args = ["--model-gateway-image", image];
+    let options = OperatorOptions { api_version: "v1alpha2", extra_args: &extra_args, ..Default::default() };
+    let operator = Operator::start(&cluster, options).await;
     (cluster, operator)
 }
 
 /// A CR `name` with one Ollama application `chat` serving `models` from the models
 /// registry; `extra` is more of the application's YAML (indented for it).
-fn cr(name: &str, models: &[&str], extra: &str) -> String {
+pub(crate) fn cr(name: &str, models: &[&str], extra: &str) -> String {
     let models: Vec<Value> = models.iter().map(|m| json!({"name": m})).collect();
     format!(
         r#"apiVersion: models.titanml.co/v1alpha2
@@ -68,16 +71,16 @@ spec:
 }
 
 /// `kubectl apply --server-side` of the CR, as a user would.
-async fn apply(cluster: &Cluster, yaml: &str) {
+pub(crate) async fn apply(cluster: &Cluster, yaml: &str) {
     cluster.kubectl_with_input(&["apply", "--server-side", "-f", "-"], yaml);
 }
 
 /// The application's Service (`<release>-<app>`).
-fn service(name: &str) -> String {
+pub(crate) fn service(name: &str) -> String {
     format!("{name}-model-orchestra-chat")
 }
 
-fn app_status(cr: &kube::api::DynamicObject) -> Value {
+pub(crate) fn app_status(cr: &kube::api::DynamicObject) -> Value {
     cr.data["status"]["applications"]["chat"].clone()
 }
 
@@ -87,7 +90,7 @@ fn model_status(cr: &kube::api::DynamicObject, model: &str) -> Option<Value> {
 }
 
 /// Waits until the CR `name`'s status (for its generation) satisfies `f`.
-async fn wait_status<T>(
+pub(crate) async fn wait_status<T>(
     cluster: &Cluster,
     name: &str,
     what: &str,
@@ -104,7 +107,7 @@ async fn wait_status<T>(
     .await
 }
 
-async fn wait_ready(cluster: &Cluster, name: &str) -> kube::api::DynamicObject {
+pub(crate) async fn wait_ready(cluster: &Cluster, name: &str) -> kube::api::DynamicObject {
     wait_status(cluster, name, &format!("{name} is Ready"), |cr| {
         (ready_condition(cr)?["status"] == "True").then(|| cr.clone())
     })
@@ -148,7 +151,7 @@ async fn held(cluster: &Cluster, service: &str) -> Vec<String> {
     tags["models"].as_array().unwrap().iter().filter_map(|m| m["name"].as_str().map(str::to_string)).collect()
 }
 
-async fn application_pods(cluster: &Cluster, name: &str) -> Vec<Pod> {
+pub(crate) async fn application_pods(cluster: &Cluster, name: &str) -> Vec<Pod> {
     let pods = cluster.component_pods(name, "application-chat").await;
     pods.into_iter().filter(|p| p.metadata.deletion_timestamp.is_none()).collect()
 }

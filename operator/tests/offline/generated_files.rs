@@ -110,7 +110,7 @@ fn crd_names_group_version_short_name_and_printer_columns() {
         // the CR and whether it reconciled the latest generation. v1alpha1's are frozen.
         let want: &[&str] = match version["name"].as_str().unwrap() {
             "v1alpha1" => &["Ready", "Applications", "Age"],
-            _ => &["Ready", "Applications", "Models", "Line", "Served-As", "Generation", "Observed", "Age"],
+            _ => &["Ready", "Applications", "Models", "Asleep", "Line", "Served-As", "Generation", "Observed", "Age"],
         };
         assert_eq!(columns, want);
     }

@@ -304,6 +304,13 @@ fn every_template_slot_is_a_string_field() {
     let benign = vec!["x".to_string(); slots()];
     let mut objects = render_value(&cr_with(&benign));
     objects.extend(render_v1alpha2_value(&cr_v1alpha2_with(&benign)));
+    // The model gateway's Role and RoleBinding: only where every application is Ollama.
+    let open_engines = serde_json::json!({
+        "apiVersion": "models.titanml.co/v1alpha2", "kind": "ModelOrchestra", "metadata": {"name": "chat"},
+        "spec": {"applications": {"chat": {"engine": {"ollama": {"models": [{"name": "smollm2:135m"}]}},
+                                           "sleep": {"enabled": true}}}}
+    });
+    objects.extend(render_v1alpha2_value(&open_engines));
     for kind in Kind::ALL {
         assert!(objects.iter().any(|o| o.kind == kind), "{kind:?} not rendered");
     }

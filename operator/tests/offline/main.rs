@@ -15,5 +15,6 @@ mod gpu_and_checksum;
 mod hostile_values;
 mod invalid_input;
 mod keys;
+mod model_gateway;
 mod module_graph;
 mod yaml_emitter;

@@ -1,0 +1,292 @@
+//! The model gateway on the real node: the operator's own image (`gateway`) in front of
+//! Ollama applications serving real models, reached from the test through a forwarder to
+//! its Service's cluster address (as a client in the cluster reaches it). Sleep and wake:
+//! the gateway scales an idle application to zero and a request back up, holding the
+//! request until a replica serves.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Service;
+use kube::api::{Api, DeleteParams, ListParams};
+use local_cluster::forward::Forwarder;
+use serde_json::{json, Value};
+
+use crate::ollama::{apply, cr, setup, wait_ready, wait_status, FAULTS};
+use crate::support::*;
+
+/// Long enough for a wake-up: a pod's start, the model's pull and first load.
+const WAKE: Duration = Duration::from_secs(180);
+
+/// The application sleeps after `idle` seconds and holds requests `hold` seconds.
+fn sleeping(idle: u32, hold: u32) -> String {
+    format!("      sleep: {{enabled: true, idleSeconds: {idle}, holdSeconds: {hold}}}\n")
+}
+
+/// The gateway of the CR `name`, reached from the test.
+struct Gateway {
+    _forwarder: Forwarder,
+    addr: SocketAddr,
+    client: Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>,
+}
+
+impl Gateway {
+    /// Once the gateway serves (its routes loaded).
+    async fn of(cluster: &Cluster, name: &str) -> Gateway {
+        let local = cluster.local.expect("a local cluster");
+        let gateway = format!("{name}-model-orchestra-gateway");
+        let services: Api<Service> = Api::namespaced(cluster.client.clone(), &cluster.namespace);
+        let ip = eventually_within(WAKE, "the gateway's Service", || async {
+            services.get(&gateway).await.ok()?.spec?.cluster_ip.filter(|ip| ip != "None")
+        })
+        .await;
+        let target: SocketAddr = format!("{ip}:80").parse().unwrap();
+        let forwarder = Forwarder::start("127.0.0.1:0".parse().unwrap(), target, local.isolation().clone()).unwrap();
+        let client = Client::builder(hyper_util::rt::TokioExecutor::new()).build_http();
+        let g = Gateway { addr: forwarder.listen, _forwarder: forwarder, client };
+        eventually_within(WAKE, "the gateway serves", || async {
+            let (code, _) = g.get("/readyz").await.ok()?;
+            (code == 200).then_some(())
+        })
+        .await;
+        g
+    }
+
+    async fn send(&self, req: http::Request<Full<Bytes>>) -> Result<(u16, String), String> {
+        let response = self.client.request(req).await.map_err(|e| e.to_string())?;
+        let code = response.status().as_u16();
+        let body = response.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
+        Ok((code, String::from_utf8_lossy(&body).into_owned()))
+    }
+
+    async fn get(&self, path: &str) -> Result<(u16, String), String> {
+        let uri = format!("http://{}{path}", self.addr);
+        self.send(http::Request::get(uri).body(Full::default()).unwrap()).await
+    }
+
+    async fn post(&self, path: &str, body: &Value) -> Result<(u16, String), String> {
+        let uri = format!("http://{}{path}", self.addr);
+        let req = http::Request::post(uri)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(Full::new(Bytes::from(serde_json::to_vec(body).unwrap())))
+            .unwrap();
+        self.send(req).await
+    }
+
+    /// The chunks of a streamed answer, each with when it arrived (since the request).
+    async fn stream(&self, path: &str, body: &Value) -> Vec<(Duration, Bytes)> {
+        let uri = format!("http://{}{path}", self.addr);
+        let req = http::Request::post(uri)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(Full::new(Bytes::from(serde_json::to_vec(body).unwrap())))
+            .unwrap();
+        let start = Instant::now();
+        let response = self.client.request(req).await.unwrap();
+        assert_eq!(response.status(), 200);
+        let mut body = response.into_body();
+        let mut chunks = Vec::new();
+        while let Some(frame) = body.frame().await {
+            if let Ok(data) = frame.unwrap().into_data() {
+                chunks.push((start.elapsed(), data));
+            }
+        }
+        chunks
+    }
+
+    /// One of the gateway's metrics (summed over its labels matching `labels`).
+    async fn metric(&self, name: &str, labels: &str) -> f64 {
+        let (_, text) = self.get("/metrics").await.unwrap();
+        text.lines()
+            .filter(|l| l.starts_with(name) && l.contains(labels))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+}
+
+/// Deterministic, short: SmolLM2 completes the capital of France.
+fn paris() -> Value {
+    json!({"model": "smollm2:135m", "prompt": "The capital of France is", "raw": true, "stream": false,
+        "options": {"temperature": 0, "seed": 0, "num_predict": 8}})
+}
+
+async fn wait_asleep(cluster: &Cluster, name: &str) {
+    wait_status(cluster, name, &format!("{name} asleep"), |cr| (cr.data["status"]["asleep"] == "chat").then_some(()))
+        .await;
+}
+
+async fn replicas(cluster: &Cluster, name: &str) -> i32 {
+    let deployments: Api<Deployment> = Api::namespaced(cluster.client.clone(), &cluster.namespace);
+    let d = deployments.get(&format!("{name}-model-orchestra-chat")).await.unwrap();
+    d.spec.and_then(|s| s.replicas).unwrap_or(1)
+}
+
+/// The CR's Events with `reason`.
+async fn events(cluster: &Cluster, name: &str, reason: &str) -> Vec<String> {
+    let api: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(cluster.client.clone(), &cluster.namespace);
+    let list = api.list(&ListParams::default()).await.unwrap();
+    list.items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .filter_map(|e| e.note)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_application_sleeps_and_twenty_requests_wake_it_with_one_scale_up_and_are_all_answered() {
+    let _pulls = FAULTS.read().await;
+    let (cluster, _operator) = setup("gateway_wake").await;
+    apply(&cluster, &cr("wake", &["smollm2:135m"], &sleeping(4, 150))).await;
+    let gateway = Gateway::of(&cluster, "wake").await;
+
+    wait_asleep(&cluster, "wake").await;
+    let asleep = wait_ready(&cluster, "wake").await;
+    assert_eq!(asleep.data["status"]["applications"]["chat"]["sleep"], "Sleeping");
+    assert_eq!(replicas(&cluster, "wake").await, 0);
+    let notes = eventually_within(WAKE, "the Sleeping Event", || async {
+        Some(events(&cluster, "wake", "Sleeping").await).filter(|e| !e.is_empty())
+    })
+    .await;
+    assert!(notes[0].contains("chat"), "{notes:?}");
+
+    let mark = cluster.audit_mark();
+    let requests = (0..20).map(|_| gateway.post("/api/generate", &paris()));
+    let answers = futures::future::join_all(requests).await;
+    for answer in &answers {
+        let (code, body) = answer.as_ref().unwrap();
+        assert_eq!(*code, 200, "{body}");
+        let text: Value = serde_json::from_str(body).unwrap();
+        assert!(text["response"].as_str().unwrap().contains("Paris"), "{body}");
+    }
+    // One scale-up for the twenty: the gateway's one write to the Deployment's scale.
+    let scale_writes: Vec<_> = cluster
+        .audit()
+        .unwrap()
+        .since(mark)
+        .into_iter()
+        .filter(|e| e.is_write() && e.resource() == "deployments" && e.subresource() == "scale")
+        .filter(|e| e.name() == "wake-model-orchestra-chat" && e.code() < 300)
+        .collect();
+    assert_eq!(scale_writes.len(), 1, "{scale_writes:?}");
+    assert_eq!(gateway.metric("model_gateway_wakeups_total", "application=\"chat\"").await, 1.0);
+    assert_eq!(gateway.metric("model_gateway_wakeup_duration_seconds_count", "application=\"chat\"").await, 1.0);
+    let awake = wait_status(&cluster, "wake", "awake", |cr| {
+        (cr.data["status"]["applications"]["chat"]["sleep"] == "Awake").then(|| cr.clone())
+    })
+    .await;
+    assert_eq!(awake.data["status"]["asleep"], Value::Null);
+    eventually_within(WAKE, "the Woke Event", || async {
+        Some(events(&cluster, "wake", "Woke").await).filter(|e| !e.is_empty())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_for_a_model_nobody_serves_is_answered_404_listing_the_served_models() {
+    let (cluster, _operator) = setup("gateway_404").await;
+    apply(&cluster, &cr("unknown", &["smollm2:135m"], "")).await;
+    let gateway = Gateway::of(&cluster, "unknown").await;
+
+    let asked = json!({"model": "llama3:70b", "messages": [{"role": "user", "content": "hi"}]});
+    let (code, body) = gateway.post("/v1/chat/completions", &asked).await.unwrap();
+    assert_eq!(code, 404, "{body}");
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert!(body["error"]["message"].as_str().unwrap().contains("llama3:70b"), "{body}");
+    assert_eq!(body["models"], json!(["smollm2:135m"]), "{body}");
+    let (code, body) = gateway.post("/api/generate", &json!({"model": "qwen2", "prompt": "hi"})).await.unwrap();
+    assert_eq!(code, 404, "{body}");
+    assert!(body.contains("smollm2:135m"), "{body}");
+
+    // The lists are the gateway's own: no application is asked (or woken) for them.
+    let (code, body) = gateway.get("/v1/models").await.unwrap();
+    assert_eq!(code, 200);
+    assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["data"][0]["id"], "smollm2:135m");
+    let (_, body) = gateway.get("/api/tags").await.unwrap();
+    assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["models"][0]["name"], "smollm2:135m");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wake_up_that_cannot_succeed_answers_the_held_requests_503_with_the_reason_by_their_deadline() {
+    let (cluster, _operator) = setup("gateway_fail").await;
+    let missing = "docker.io/ollama/ollama:0.0.0-absent";
+    let yaml = cr("fail", &["smollm2:135m"], &sleeping(2, 20)).replace(
+        "          stallSeconds: 5\n",
+        &format!("          stallSeconds: 5\n          image: \"{missing}\"\n"),
+    );
+    apply(&cluster, &yaml).await;
+    let gateway = Gateway::of(&cluster, "fail").await;
+    wait_asleep(&cluster, "fail").await;
+
+    let start = Instant::now();
+    let requests = (0..3).map(|_| gateway.post("/api/generate", &paris()));
+    let answers = futures::future::join_all(requests).await;
+    let took = start.elapsed();
+    for answer in &answers {
+        let (code, body) = answer.as_ref().unwrap();
+        assert_eq!(*code, 503, "{body}");
+        assert!(body.contains("did not serve within 20 s"), "{body}");
+        assert!(body.contains(missing) || body.to_lowercase().contains("image"), "the reason: {body}");
+    }
+    assert!(took >= Duration::from_secs(20) && took < Duration::from_secs(40), "answered after {took:?}");
+    let cr = cluster.mo_api_at(model_orchestra_api::ApiVersion::V1alpha2).get("fail").await.unwrap();
+    let message = cr.data["status"]["applications"]["chat"]["message"].as_str().unwrap_or_default().to_string();
+    assert!(message.contains(missing) || message.to_lowercase().contains("image"), "status: {message}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gateway_restarted_while_an_application_sleeps_still_wakes_it_on_the_next_request() {
+    let _pulls = FAULTS.read().await;
+    let (cluster, _operator) = setup("gateway_restart").await;
+    apply(&cluster, &cr("restart", &["smollm2:135m"], &sleeping(3, 150))).await;
+    wait_asleep(&cluster, "restart").await;
+
+    let old = cluster.component_pods("restart", "gateway").await;
+    assert_eq!(old.len(), 1);
+    let pods = cluster.pods();
+    pods.delete(&old[0].metadata.name.clone().unwrap(), &DeleteParams::default()).await.unwrap();
+    eventually_within(WAKE, "a new gateway pod", || async {
+        let now = cluster.component_pods("restart", "gateway").await;
+        now.iter().any(|p| p.metadata.uid != old[0].metadata.uid).then_some(())
+    })
+    .await;
+    let gateway = Gateway::of(&cluster, "restart").await;
+    assert_eq!(replicas(&cluster, "restart").await, 0, "still asleep");
+
+    let (code, body) = gateway.post("/api/generate", &paris()).await.unwrap();
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("Paris"), "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_stream_through_the_gateway_as_the_engine_writes_them_ndjson_and_sse() {
+    let _pulls = FAULTS.read().await;
+    let (cluster, _operator) = setup("gateway_stream").await;
+    apply(&cluster, &cr("stream", &["smollm2:135m"], "")).await;
+    wait_ready(&cluster, "stream").await;
+    let gateway = Gateway::of(&cluster, "stream").await;
+
+    let ollama = json!({"model": "smollm2:135m", "prompt": "Once upon a time", "raw": true, "stream": true,
+        "options": {"temperature": 0, "seed": 0, "num_predict": 48}});
+    let chunks = gateway.stream("/api/generate", &ollama).await;
+    let lines: usize = chunks.iter().map(|(_, c)| c.iter().filter(|b| **b == b'\n').count()).sum();
+    assert!(lines >= 40, "{lines} NDJSON lines in {} chunks", chunks.len());
+    assert_streamed(&chunks);
+
+    let openai = json!({"model": "smollm2:135m", "stream": true, "max_tokens": 48, "temperature": 0,
+        "messages": [{"role": "user", "content": "Tell me a story."}]});
+    let chunks = gateway.stream("/v1/chat/completions", &openai).await;
+    let events = chunks.iter().map(|(_, c)| String::from_utf8_lossy(c).matches("data: ").count()).sum::<usize>();
+    assert!(events >= 20, "{events} server-sent events");
+    assert_streamed(&chunks);
+}
+
+/// The first bytes came well before the last: the gateway forwarded them as they came.
+fn assert_streamed(chunks: &[(Duration, Bytes)]) {
+    assert!(chunks.len() >= 10, "{} chunks: buffered?", chunks.len());
+    let (first, last) = (chunks[0].0, chunks[chunks.len() - 1].0);
+    assert!(last - first >= (last / 3), "first chunk at {first:?}, last at {last:?}: buffered?");
+}

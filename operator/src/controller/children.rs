@@ -17,6 +17,7 @@ use kube::{Api, Client};
 
 use super::compact::{CachedDeployment, CachedTemplate, CachedTemplateMeta};
 use crate::reconcile::plan::{Existing, MANAGED_BY, MANAGED_BY_LABEL, OWNER_NAME_LABEL};
+use model_orchestra_api::keys::IDLE_SECONDS_ANNOTATION;
 use model_orchestra_api::kinds::Kind;
 
 /// One cached child: enough to prune it (with a UID precondition).
@@ -99,7 +100,10 @@ pub(super) fn watch(client: &Client, namespace: Option<&str>, kinds: &[Kind]) ->
             let s = watcher(api, config())
                 .default_backoff()
                 .modify(|d: &mut CachedDeployment| {
+                    // Whether the application sleeps (its replicas are the model gateway's).
+                    let idle = d.metadata.annotations.as_mut().and_then(|a| a.remove_entry(IDLE_SECONDS_ANNOTATION));
                     slim(&mut d.metadata);
+                    d.metadata.annotations = idle.map(|i| [i].into());
                     // Readiness needs replicas, the status counts and whether the rollout is
                     // past its deadline; verified promotion the revision its pods run.
                     if let Some(spec) = d.spec.as_mut() {

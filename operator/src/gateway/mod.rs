@@ -9,6 +9,8 @@ pub mod metrics;
 pub mod proxy;
 pub mod routes;
 pub mod scale;
+#[cfg(test)]
+mod tests;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -94,6 +96,13 @@ pub async fn run(client: kube::Client, options: GatewayOptions) -> std::io::Resu
 
     let listener = tokio::net::TcpListener::bind(options.listen).await?;
     tracing::info!(address = %listener.local_addr()?, modelorchestra = %options.name, "model gateway serving");
+    serve(listener, gateway, loaded).await;
+    Ok(())
+}
+
+/// Serves the gateway's requests on `listener` (`/healthz`, `/readyz` once `loaded`,
+/// `/metrics`, and the routed APIs) until the process stops.
+pub async fn serve(listener: tokio::net::TcpListener, gateway: Arc<Gateway>, loaded: Arc<AtomicBool>) {
     loop {
         let (stream, _) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -123,6 +132,7 @@ pub async fn run(client: kube::Client, options: GatewayOptions) -> std::io::Resu
                 }
             });
             let _ = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
                 .header_read_timeout(Duration::from_secs(30))
                 .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
                 .await;

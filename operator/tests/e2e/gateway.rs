@@ -154,7 +154,8 @@ async fn an_idle_application_sleeps_and_twenty_requests_wake_it_with_one_scale_u
     assert!(notes[0].contains("chat"), "{notes:?}");
 
     let mark = cluster.audit_mark();
-    let requests = (0..20).map(|_| gateway.post("/api/generate", &paris()));
+    let asked = paris();
+    let requests = (0..20).map(|_| gateway.post("/api/generate", &asked));
     let answers = futures::future::join_all(requests).await;
     for answer in &answers {
         let (code, body) = answer.as_ref().unwrap();
@@ -222,7 +223,8 @@ async fn a_wake_up_that_cannot_succeed_answers_the_held_requests_503_with_the_re
     wait_asleep(&cluster, "fail").await;
 
     let start = Instant::now();
-    let requests = (0..3).map(|_| gateway.post("/api/generate", &paris()));
+    let asked = paris();
+    let requests = (0..3).map(|_| gateway.post("/api/generate", &asked));
     let answers = futures::future::join_all(requests).await;
     let took = start.elapsed();
     for answer in &answers {

@@ -39,7 +39,7 @@ RUN_ARGS ?= --claim-unlabeled --metrics-addr 127.0.0.1:0
 # HTTP_API=1: `make deploy` and `make bundle` include the HTTP API (docs: "HTTP API").
 HTTP_API ?=
 
-.PHONY: all help build test test-unit test-e2e olm-drill image-build-push lint render crd generate docs bench install uninstall deploy undeploy run cluster registry bench-operator bundle crds static bundle-build-push docker-build catalog catalog-build-push subscriptions bench-catalog bench-api bench-engine
+.PHONY: all help build test test-unit test-e2e olm-drill image-build-push lint render crd generate docs bench install uninstall deploy undeploy run cluster registry bench-operator bundle crds static bundle-build-push docker-build catalog catalog-build-push subscriptions bench-catalog bench-api bench-engine bench-gateway
 
 all: build
 
@@ -172,6 +172,14 @@ bench-engine: static
 	scripts/install-test-deps.sh
 	$(CARGO) build --release -p model-orchestra-operator --bins --bench engine
 	PATH="$(CURDIR)/target/tools/bin:$$PATH" $(CARGO) bench -p model-orchestra-operator --bench engine
+
+## bench-gateway: the model gateway on the real node: a request at zero replicas to its
+#   first token (models kept on a claim, and pulled again), beside the floor (ollama serve
+#   with the model on disk); the latency it adds at 1 and 32 clients; its memory
+bench-gateway: static
+	scripts/install-test-deps.sh
+	$(CARGO) build --release -p model-orchestra-operator --bins --bench gateway
+	PATH="$(CURDIR)/target/tools/bin:$$PATH" $(CARGO) bench -p model-orchestra-operator --bench gateway
 
 ## bench: render benchmarks, in process (criterion) and as a whole process
 #   the release binary's median wall time and peak RSS for the sample, 50 and 1,000

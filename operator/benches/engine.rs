@@ -9,9 +9,8 @@
 //! reaches the replica through the API server's pod proxy, as `make run` does).
 //! BENCH_ENGINE_RUNS repeats the operator path (a fresh namespace each time).
 
-use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -19,13 +18,14 @@ use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::{Api, DynamicObject, ListParams};
 use local_cluster::ollama::{GEMMA3, SMOLLM2};
 use local_cluster::{Cluster, Options};
-use serde_json::{json, Value};
+use serde_json::json;
 
 #[path = "support/process.rs"]
 mod process;
 use process::{apply, env_num, proc_kib};
-
-const PROMPT: &str = "The capital of France is";
+#[path = "support/ollama.rs"]
+mod ollama;
+use ollama::{exchange, has_token, load_of, ollama_cr, operator_process, tempfile_dir, KillOnDrop, PROMPT};
 
 fn main() {
     if std::env::args().any(|a| a == "--list") {
@@ -46,16 +46,17 @@ async fn bench() {
     let cluster = Cluster::start(Options::default()).await.expect("local cluster with a real node");
     cluster.push_ollama_image().await.expect("the Ollama image");
     cluster.push_models(&[SMOLLM2, GEMMA3]).await.expect("the models");
+    let gateway_image = ollama::push_operator_image(&cluster).await;
     let client = cluster.client().await.unwrap();
     apply(&client, &serde_json::to_value(model_orchestra_api::crd::crd()).unwrap()).await;
 
     let floor_before = floor(&cluster);
     let mut runs = Vec::new();
     for run in 0..env_num("BENCH_ENGINE_RUNS", 1) {
-        runs.push(operator_path(&cluster, &client, &format!("bench-engine-{run}")).await);
+        runs.push(operator_path(&cluster, &client, &format!("bench-engine-{run}"), &gateway_image).await);
     }
     let floor_after = floor(&cluster);
-    let promoted = promotion(&cluster, &client, "bench-engine-promotion").await;
+    let promoted = promotion(&cluster, &client, "bench-engine-promotion", &gateway_image).await;
 
     println!("\nfloor (plain processes: ollama serve, pull from the models registry, first token):");
     for (label, f) in [("before", &floor_before), ("after", &floor_after)] {
@@ -103,48 +104,6 @@ struct Floor {
     pulled: Duration,
     first_token: Duration,
     load: Duration,
-}
-
-/// One blocking HTTP/1.1 exchange with a server in the cluster's namespace; calls `each`
-/// with the bytes received so far until it says stop or the server closes.
-fn exchange(cluster: &Cluster, port: u16, method: &str, path: &str, body: &Value, mut each: impl FnMut(&[u8]) -> bool) {
-    let mut stream = cluster.isolation().connect(SocketAddr::from((Ipv4Addr::LOCALHOST, port))).expect("connect");
-    let body = body.to_string();
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut got = Vec::new();
-    let mut buf = [0u8; 16384];
-    loop {
-        let n = stream.read(&mut buf).unwrap_or(0);
-        if n == 0 {
-            return;
-        }
-        got.extend_from_slice(&buf[..n]);
-        if !each(&got) {
-            return;
-        }
-    }
-}
-
-/// Whether a streamed answer holds a non-empty token yet.
-fn has_token(bytes: &[u8]) -> bool {
-    let text = String::from_utf8_lossy(bytes);
-    text.split("\"response\":\"").skip(1).any(|rest| !rest.starts_with('"'))
-}
-
-/// Ollama's `load_duration` (ns) in the answer's last line.
-fn load_of(bytes: &[u8]) -> Duration {
-    let text = String::from_utf8_lossy(bytes);
-    let ns = text
-        .split("\"load_duration\":")
-        .nth(1)
-        .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next()?.parse::<u64>().ok())
-        .unwrap_or(0);
-    Duration::from_nanos(ns)
 }
 
 fn floor(cluster: &Cluster) -> Floor {
@@ -197,14 +156,6 @@ fn floor(cluster: &Cluster) -> Floor {
     Floor { serving, pulled, first_token: first_token.expect("a first token"), load }
 }
 
-fn tempfile_dir() -> std::path::PathBuf {
-    static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("bench-engine-floor-{}-{n}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 struct Run {
     phases: Vec<(&'static str, Option<Duration>)>,
     load: Duration,
@@ -220,9 +171,14 @@ struct Run {
 /// A change of an Ollama application's model under verified promotion, from the apply:
 /// the candidate Ready (its model pulled), `Promoted` (the candidate's real answer
 /// matched), the new model's first token through the application's Service.
-async fn promotion(cluster: &Cluster, client: &kube::Client, namespace: &str) -> Vec<(&'static str, Duration)> {
+async fn promotion(
+    cluster: &Cluster,
+    client: &kube::Client,
+    namespace: &str,
+    gateway_image: &str,
+) -> Vec<(&'static str, Duration)> {
     cluster.run_pods_for_real(namespace).await.unwrap();
-    let operator = KillOnDrop(operator_process(cluster, namespace));
+    let operator = KillOnDrop(operator_process(cluster, namespace, gateway_image));
     tokio::time::sleep(Duration::from_secs(3)).await;
     let cr = |model: &str, expect: &str| {
         let promotion = json!({"enabled": true, "prompt": PROMPT, "expect": expect,
@@ -284,40 +240,9 @@ async fn promotion(cluster: &Cluster, client: &kube::Client, namespace: &str) ->
     }
 }
 
-/// The CR `bench`: one Ollama application `chat` serving `model` from the models registry.
-fn ollama_cr(namespace: &str, model: &str, promotion: Option<Value>) -> Value {
-    let mut cr = json!({
-        "apiVersion": "models.titanml.co/v1alpha2", "kind": "ModelOrchestra",
-        "metadata": {"name": "bench", "namespace": namespace},
-        "spec": {"applications": {"chat": {
-            "engine": {"ollama": {
-                "models": [{"name": model}],
-                "registry": {"host": local_cluster::registry::models_address(), "insecure": true},
-            }},
-            "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}},
-        }}},
-    });
-    if let Some(p) = promotion {
-        cr["spec"]["applications"]["chat"]["promotion"] = p;
-    }
-    cr
-}
-
-fn operator_process(cluster: &Cluster, namespace: &str) -> std::process::Child {
-    Command::new(env!("CARGO_BIN_EXE_model-orchestra-operator"))
-        .args(["run", "--api-version", "v1alpha2", "--claim-unlabeled", "--watch-namespace", namespace])
-        .args(["--lease-namespace", namespace, "--metrics-addr", "127.0.0.1:0"])
-        .env("KUBECONFIG", &cluster.kubeconfig)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
-}
-
-async fn operator_path(cluster: &Cluster, client: &kube::Client, namespace: &str) -> Run {
+async fn operator_path(cluster: &Cluster, client: &kube::Client, namespace: &str, gateway_image: &str) -> Run {
     cluster.run_pods_for_real(namespace).await.unwrap();
-    let operator = KillOnDrop(operator_process(cluster, namespace));
+    let operator = KillOnDrop(operator_process(cluster, namespace, gateway_image));
     // Let it take its Lease and start its watches: the clock starts at the apply.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let cr = ollama_cr(namespace, SMOLLM2.name, None);
@@ -433,13 +358,4 @@ async fn first_token_of(
         }
     }
     Some((token?, load_of(&got)))
-}
-
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }

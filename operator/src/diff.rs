@@ -239,10 +239,15 @@ async fn compare(client: &Client, namespace: &str, o: &PlannedObject) -> Result<
     };
     let live = api.get_opt(&o.name).await.map_err(failed("reading"))?;
     let params = PatchParams { dry_run: true, ..PatchParams::apply(FIELD_MANAGER).force() };
-    let applied =
-        api.patch(&o.name, &params, &Patch::Apply(&o.body)).await.map_err(failed("the API server refuses"))?;
+    let applied = match api.patch(&o.name, &params, &Patch::Apply(&o.body)).await {
+        Ok(applied) => serde_json::to_value(applied).expect("objects serialise"),
+        // Binding a Role that is not created yet: the API server cannot check the binding
+        // until it is (the reconciler applies it after the Role); it is shown as rendered.
+        Err(kube::Error::Api(e)) if o.kind == Kind::RoleBinding && e.code == 404 && live.is_none() => o.body.clone(),
+        Err(e) => return Err(failed("the API server refuses")(e)),
+    };
     let mut before = live.map(|l| clean(serde_json::to_value(l).expect("objects serialise")));
-    let mut after = Some(clean(serde_json::to_value(applied).expect("objects serialise")));
+    let mut after = Some(clean(applied));
     let change = match &before {
         None => Change::Created,
         Some(b) if Some(b) == after.as_ref() => Change::Unchanged,

@@ -866,10 +866,24 @@ fn indices(decisions: &[Decision], pick: impl Fn(&Decision) -> bool) -> Vec<usiz
     decisions.iter().enumerate().filter(|(_, d)| pick(d)).map(|(i, _)| i).collect()
 }
 
+/// `which` split in two: the objects but RoleBindings of a Role the plan applies, and those
+/// RoleBindings. The API server lets the operator bind a Role only once it can read the
+/// Role (to check it holds its permissions), so they are applied after it, and not dry-run
+/// (the dry run of the Role creates nothing to read).
+fn bindings_last(plan: &ApplyPlan, which: Vec<usize>) -> (Vec<usize>, Vec<usize>) {
+    let roles: Vec<&str> = plan.objects.iter().filter(|o| o.kind == Kind::Role).map(|o| o.name.as_str()).collect();
+    which.into_iter().partition(|&i| {
+        let o = &plan.objects[i];
+        let binds = o.body.pointer("/roleRef/kind").and_then(Value::as_str) == Some("Role")
+            && o.body.pointer("/roleRef/name").and_then(Value::as_str).is_some_and(|r| roles.contains(&r));
+        !(o.kind == Kind::RoleBinding && binds)
+    })
+}
+
 /// The objects that could be refused, server-side applied as a dry run: any refusal
 /// (schema, admission policy, RBAC) means nothing at all is written.
 async fn dry_run(ctx: &Context, cr: &Cr<'_>, plan: &ApplyPlan, decisions: &[Decision]) -> Result<(), ReconcileError> {
-    let which = indices(decisions, |d| d.step == admission::Step::DryRunThenApply);
+    let (which, _) = bindings_last(plan, indices(decisions, |d| d.step == admission::Step::DryRunThenApply));
     for (_, answer) in send(ctx, cr, plan, which.clone(), Step::DryRun).await {
         answer?;
     }
@@ -892,29 +906,38 @@ async fn apply(
     decisions: &[Decision],
 ) -> Result<Vec<Option<DynamicObject>>, ReconcileError> {
     let mut applied: Vec<Option<DynamicObject>> = vec![None; plan.objects.len()];
-    let unverified = indices(decisions, |d| d.step == admission::Step::Apply);
-    let answers = send(ctx, cr, plan, unverified, Step::Apply).await;
+    let (unverified, unverified_bindings) =
+        bindings_last(plan, indices(decisions, |d| d.step == admission::Step::Apply));
     let mut refused = None;
-    for (i, answer) in answers {
-        match answer {
-            Ok(o) => applied[i] = Some(o),
-            Err(e) => refused = refused.or(Some(e)),
+    for wave in [unverified, unverified_bindings] {
+        for (i, answer) in send(ctx, cr, plan, wave, Step::Apply).await {
+            match answer {
+                Ok(o) => applied[i] = Some(o),
+                Err(e) => refused = refused.or(Some(e)),
+            }
+        }
+        if refused.is_some() {
+            break;
         }
     }
     if let Some(e) = refused {
         ctx.permissions.distrust(&cr.namespace);
         roll_back(ctx, cr, plan, &applied).await;
         // The dry run of everything names the refusal as it would have named it first.
-        for (_, answer) in send(ctx, cr, plan, (0..plan.objects.len()).collect(), Step::DryRun).await {
+        let (all, _) = bindings_last(plan, (0..plan.objects.len()).collect());
+        for (_, answer) in send(ctx, cr, plan, all, Step::DryRun).await {
             answer?;
         }
         return Err(e);
     }
     let created = applied.iter().zip(&plan.objects).filter(|(a, _)| a.is_some()).map(|(_, o)| o.kind);
     ctx.permissions.learn(&cr.namespace, created);
-    let verified = indices(decisions, |d| d.step == admission::Step::DryRunThenApply);
-    for (i, answer) in send(ctx, cr, plan, verified, Step::Apply).await {
-        applied[i] = Some(answer?);
+    let (verified, verified_bindings) =
+        bindings_last(plan, indices(decisions, |d| d.step == admission::Step::DryRunThenApply));
+    for wave in [verified, verified_bindings] {
+        for (i, answer) in send(ctx, cr, plan, wave, Step::Apply).await {
+            applied[i] = Some(answer?);
+        }
     }
     ctx.metrics.count_applied(applied.iter().flatten().count());
     Ok(applied)

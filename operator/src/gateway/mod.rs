@@ -96,8 +96,31 @@ pub async fn run(client: kube::Client, options: GatewayOptions) -> std::io::Resu
 
     let listener = tokio::net::TcpListener::bind(options.listen).await?;
     tracing::info!(address = %listener.local_addr()?, modelorchestra = %options.name, "model gateway serving");
-    serve(listener, gateway, loaded).await;
+    let serving = tokio::spawn(serve(listener, gateway.clone(), loaded));
+    stopped().await;
+    // Kubernetes has taken the pod out of its Service: no new connection comes; the
+    // requests in flight (held ones included) are answered before the process ends.
+    serving.abort();
+    let drained = tokio::time::Instant::now() + DRAIN;
+    while gateway.in_flight() > 0 && tokio::time::Instant::now() < drained {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tracing::info!(unanswered = gateway.in_flight(), "stopping");
     Ok(())
+}
+
+/// The longest the requests in flight are waited for on SIGTERM (within Kubernetes' default
+/// grace period of 30 s).
+const DRAIN: Duration = Duration::from_secs(25);
+
+/// SIGTERM (Kubernetes stopping the pod) or Ctrl-C.
+async fn stopped() {
+    let mut term =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("a SIGTERM handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
 }
 
 /// Serves the gateway's requests on `listener` (`/healthz`, `/readyz` once `loaded`,

@@ -191,6 +191,11 @@ impl Gateway {
         self.apps.lock().expect("not poisoned").entry(app.to_string()).or_default().clone()
     }
 
+    /// Requests being answered or held, over every application.
+    pub fn in_flight(&self) -> usize {
+        self.apps.lock().expect("not poisoned").values().map(|a| a.in_flight.load(Ordering::SeqCst)).sum()
+    }
+
     /// Whether any application is routed (the ModelOrchestra was read).
     pub fn has_routes(&self) -> bool {
         !self.routes.borrow().apps.is_empty()

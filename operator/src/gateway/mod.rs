@@ -270,13 +270,18 @@ mod tests {
     /// A gateway routing `smollm2:135m` to application `chat` (sleeping after `idle` s, holding
     /// requests `hold` s) whose engine answers at `engine` once scaled up; `replicas` now.
     async fn setup(idle: i32, hold: i32, replicas: i32, starts: bool) -> Setup {
+        setup_ready(idle, hold, replicas, starts, false).await
+    }
+
+    /// As [`setup`], the status saying whether the application serves.
+    async fn setup_ready(idle: i32, hold: i32, replicas: i32, starts: bool, ready: bool) -> Setup {
         let cr = json!({
             "apiVersion": "models.titanml.co/v1alpha2", "kind": "ModelOrchestra",
             "metadata": {"name": "demo", "namespace": "models"},
             "spec": {"applications": {"chat": {
                 "engine": {"ollama": {"models": [{"name": "smollm2:135m"}]}},
                 "sleep": {"enabled": true, "idleSeconds": idle, "holdSeconds": hold, "maxHeldRequests": 32}}}},
-            "status": {"applications": {"chat": {"readyReplicas": 0, "desiredReplicas": 1, "ready": false,
+            "status": {"applications": {"chat": {"readyReplicas": 0, "desiredReplicas": 1, "ready": ready,
                 "message": "pod chat-1: container ollama: ImagePullBackOff: the image does not exist"}}}
         });
         let mut table = Table::of(&cr).unwrap();
@@ -359,7 +364,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_application_is_scaled_to_zero_once_idle_for_its_idle_seconds_after_its_last_request() {
-        let s = setup(1, 10, 1, true).await;
+        let s = setup_ready(1, 10, 1, true, true).await;
         tokio::time::sleep(Duration::from_millis(500)).await;
         let (code, _) = ask(&client(), s.gateway, &generate()).await;
         assert_eq!(code, 200);
@@ -369,6 +374,27 @@ mod tests {
             assert!(Instant::now() < deadline, "not put to sleep");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_application_coming_up_is_not_put_to_sleep_before_it_serves() {
+        let s = setup_ready(1, 10, 1, true, false).await;
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        assert_eq!(s.scaler.replicas.load(Ordering::SeqCst), 1, "put to sleep while coming up");
+        assert_eq!(s.scaler.scales.load(Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_wake_that_fails_goes_back_to_sleep_once_idle() {
+        let s = setup(1, 1, 0, false).await;
+        let (code, _) = ask(&client(), s.gateway, &generate()).await;
+        assert_eq!(code, 503);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while s.scaler.replicas.load(Ordering::SeqCst) != 0 {
+            assert!(Instant::now() < deadline, "a failed wake-up keeps its replica");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(s.scaler.scales.load(Ordering::SeqCst), 2, "up, then down");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -48,6 +48,9 @@ struct AppState {
     waking_since: Mutex<Option<Instant>>,
     /// Scaled to zero (by this gateway, or found so) and not woken since.
     asleep: AtomicBool,
+    /// Scaled up by a request, and not put to sleep since: idle, it sleeps again even if it
+    /// never served (a wake-up that fails does not keep its pods).
+    woken: AtomicBool,
     /// Serialises scale-ups and scale-downs of the application.
     scaling: tokio::sync::Mutex<()>,
 }
@@ -332,6 +335,7 @@ impl Gateway {
             self.metrics.wakeup(&app.name);
             tracing::info!(application = %app.name, replicas = app.wake_replicas, "waking");
             *state.waking_since.lock().expect("not poisoned") = Some(Instant::now());
+            state.woken.store(true, Ordering::SeqCst);
         }
         state.asleep.store(false, Ordering::SeqCst);
         Ok(())
@@ -393,6 +397,12 @@ impl Gateway {
             if state.asleep.load(Ordering::SeqCst) || state.in_flight.load(Ordering::SeqCst) > 0 {
                 continue;
             }
+            // An application coming up (created, rolled, its models pulling) is not idle: its
+            // idle time counts from when it serves. One a request woke is, served or not.
+            if !app.ready && !state.woken.load(Ordering::SeqCst) {
+                *state.last_activity.lock().expect("not poisoned") = Some(Instant::now());
+                continue;
+            }
             let last = state.last_activity.lock().expect("not poisoned").unwrap_or(self.started);
             if last.elapsed() < Duration::from_secs(sleep.idle_seconds as u64) {
                 continue;
@@ -414,6 +424,7 @@ impl Gateway {
             match result {
                 Ok(()) => {
                     state.asleep.store(true, Ordering::SeqCst);
+                    state.woken.store(false, Ordering::SeqCst);
                     *state.waking_since.lock().expect("not poisoned") = None;
                 }
                 Err(e) => tracing::warn!(application = %app.name, error = %e, "cannot put to sleep"),

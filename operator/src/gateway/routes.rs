@@ -27,6 +27,8 @@ pub struct App {
     pub wake_replicas: i32,
     /// What the status says of it.
     pub phase: Option<SleepPhase>,
+    /// Whether it serves (or sleeps), as the status says.
+    pub ready: bool,
     /// Why it does not serve, when the status says.
     pub message: String,
 }
@@ -74,6 +76,7 @@ impl Table {
                 .and_then(|s| s.get("sleep"))
                 .and_then(|p| serde_json::from_value::<SleepPhase>(p.clone()).ok());
             let message = app_status.and_then(|s| s["message"].as_str()).unwrap_or_default().to_string();
+            let ready = app_status.and_then(|s| s["ready"].as_bool()).unwrap_or(false);
             for m in &o.models {
                 table.by_model.insert(normalise(m), app.key.clone());
             }
@@ -87,6 +90,7 @@ impl Table {
                     sleep: app.sleep,
                     wake_replicas: app.pod.replica_count.max(1),
                     phase,
+                    ready,
                     message,
                 },
             );

@@ -212,14 +212,18 @@ async fn a_request_for_a_model_nobody_serves_is_answered_404_listing_the_served_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wake_up_that_cannot_succeed_answers_the_held_requests_503_with_the_reason_by_their_deadline() {
+    let _pulls = FAULTS.read().await;
     let (cluster, _operator) = setup("gateway_fail").await;
+    apply(&cluster, &cr("fail", &["smollm2:135m"], &sleeping(2, 20))).await;
+    let gateway = Gateway::of(&cluster, "fail").await;
+    wait_asleep(&cluster, "fail").await;
+    // While it sleeps, its image becomes one the registry does not have.
     let missing = "docker.io/ollama/ollama:0.0.0-absent";
     let yaml = cr("fail", &["smollm2:135m"], &sleeping(2, 20)).replace(
         "          stallSeconds: 5\n",
         &format!("          stallSeconds: 5\n          image: \"{missing}\"\n"),
     );
     apply(&cluster, &yaml).await;
-    let gateway = Gateway::of(&cluster, "fail").await;
     wait_asleep(&cluster, "fail").await;
 
     let start = Instant::now();

@@ -366,6 +366,10 @@ async fn provision(claim: Arc<PersistentVolumeClaim>, context: Arc<Context>) -> 
     let name = format!("pvc-{}", claim.uid().unwrap_or_default());
     let path = context.volumes.join(&name);
     std::fs::create_dir_all(&path).map_err(|source| ProvisionError::Io { path: path.clone(), source })?;
+    // Writable by any user, as host-path provisioners make them (a hostPath volume ignores
+    // the pod's fsGroup): the pods of non-root images (Ollama's runs as 65532) write there.
+    let anyone = <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o777);
+    std::fs::set_permissions(&path, anyone).map_err(|source| ProvisionError::Io { path: path.clone(), source })?;
     let volume = volume_for(&claim, &class, &name, &path);
     match Api::<PersistentVolume>::all(context.client.clone()).create(&PostParams::default(), &volume).await {
         Ok(_) => {

@@ -105,7 +105,8 @@ pub(super) fn ollama(app: &ApplicationModel, o: &OllamaSettings, base: OllamaBas
         image: o.image.clone(),
         port: o.port,
         env,
-        readiness_probe: probe(2, 3),
+        // Every second: a woken replica joins its Service as soon as Ollama listens.
+        readiness_probe: probe(1, 3),
         liveness_probe: probe(10, 6),
         readiness_gates: vec![PodReadinessGate { condition_type: MODELS_READY_CONDITION.into() }],
         volume_mounts,

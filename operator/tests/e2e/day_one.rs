@@ -270,7 +270,7 @@ async fn a_cr_no_running_line_serves_is_visible_and_said_once() {
     let columns: Vec<&str> = row.keys().map(String::as_str).collect();
     assert_eq!(
         columns,
-        ["AGE", "APPLICATIONS", "GENERATION", "LINE", "MODELS", "NAME", "OBSERVED", "READY", "SERVED-AS"]
+        ["AGE", "APPLICATIONS", "ASLEEP", "GENERATION", "LINE", "MODELS", "NAME", "OBSERVED", "READY", "SERVED-AS"]
     );
     assert_eq!((row["NAME"].as_str(), row["GENERATION"].as_str()), ("waiting", "1"), "{table}");
     assert_eq!((row["OBSERVED"].as_str(), row["LINE"].as_str(), row["READY"].as_str()), ("", "", ""), "{table}");

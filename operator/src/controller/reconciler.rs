@@ -1213,11 +1213,13 @@ async fn publish_if_new(ctx: &Context, cr: &Cr<'_>, previous: &ModelOrchestraSta
     let degraded = of(next, ConditionType::Degraded).filter(|(status, ..)| status == "True");
     let mut events = Vec::new();
     let progress = Reason::ApplicationsNotReady.as_str();
-    if let Some((_, reason, message)) = of(next, ConditionType::Ready)
+    if let Some((ready, reason, message)) = of(next, ConditionType::Ready)
         .filter(|r| of(previous, ConditionType::Ready).as_ref() != Some(r))
         .filter(|(_, reason, _)| reason != progress)
     {
-        let type_ = if degraded.is_some() { EventType::Warning } else { EventType::Normal };
+        // Ready is good news even while warnings about the spec keep Degraded (they have an
+        // Event of their own).
+        let type_ = if degraded.is_some() && ready != "True" { EventType::Warning } else { EventType::Normal };
         events.push((type_, reason, message));
     }
     if let Some((_, reason, message)) = degraded.filter(|d| of(previous, ConditionType::Degraded).as_ref() != Some(d)) {

@@ -124,15 +124,20 @@ async fn replicas(cluster: &Cluster, name: &str) -> i32 {
     d.spec.and_then(|s| s.replicas).unwrap_or(1)
 }
 
-/// The CR's Events with `reason`.
+/// The CR's Events with `reason`: their notes.
 async fn events(cluster: &Cluster, name: &str, reason: &str) -> Vec<String> {
+    typed_events(cluster, name, reason).await.into_iter().map(|(_, note)| note).collect()
+}
+
+/// The CR's Events with `reason`: their types and notes.
+async fn typed_events(cluster: &Cluster, name: &str, reason: &str) -> Vec<(String, String)> {
     let api: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(cluster.client.clone(), &cluster.namespace);
     let list = api.list(&ListParams::default()).await.unwrap();
     list.items
         .into_iter()
         .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
         .filter(|e| e.reason.as_deref() == Some(reason))
-        .filter_map(|e| e.note)
+        .map(|e| (e.type_.unwrap_or_default(), e.note.unwrap_or_default()))
         .collect()
 }
 
@@ -184,6 +189,10 @@ async fn an_idle_application_sleeps_and_twenty_requests_wake_it_with_one_scale_u
         Some(events(&cluster, "wake", "Woke").await).filter(|e| !e.is_empty())
     })
     .await;
+    // Ready is news of the Normal kind, though the spec's warning (an insecure registry)
+    // keeps Degraded.
+    let ready = typed_events(&cluster, "wake", "Ready").await;
+    assert!(!ready.is_empty() && ready.iter().all(|(t, _)| t == "Normal"), "{ready:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,7 +12,6 @@ pub mod scale;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -43,7 +42,6 @@ const IDLE_CHECK: Duration = Duration::from_secs(1);
 pub async fn run(client: kube::Client, options: GatewayOptions) -> std::io::Result<()> {
     let (routes_tx, routes) = watch::channel(Arc::new(Table::default()));
     let changed = Arc::new(Notify::new());
-    let loaded = Arc::new(AtomicBool::new(false));
     let scaler = Arc::new(scale::KubeScaler { api: Api::namespaced(client.clone(), &options.namespace) });
     let gateway = Arc::new(Gateway::new(routes, changed.clone(), scaler));
 
@@ -56,7 +54,7 @@ pub async fn run(client: kube::Client, options: GatewayOptions) -> std::io::Resu
     };
     let crs: Api<DynamicObject> = Api::namespaced_with(client, &options.namespace, &ar);
     let config = watcher::Config::default().fields(&format!("metadata.name={}", options.name));
-    let (name, watch_loaded) = (options.name.clone(), loaded.clone());
+    let name = options.name.clone();
     tokio::spawn(async move {
         let mut events = watcher(crs, config).boxed();
         while let Some(event) = events.next().await {
@@ -71,7 +69,6 @@ pub async fn run(client: kube::Client, options: GatewayOptions) -> std::io::Resu
             match serde_json::to_value(&cr).map_err(|e| e.to_string()).and_then(|v| Table::of(&v)) {
                 Ok(table) => {
                     routes_tx.send_replace(Arc::new(table));
-                    watch_loaded.store(true, Ordering::SeqCst);
                     changed.notify_waiters();
                 }
                 // The last good routes keep serving; the operator's status says what is wrong.
@@ -94,7 +91,7 @@ pub async fn run(client: kube::Client, options: GatewayOptions) -> std::io::Resu
 
     let listener = tokio::net::TcpListener::bind(options.listen).await?;
     tracing::info!(address = %listener.local_addr()?, modelorchestra = %options.name, "model gateway serving");
-    let serving = tokio::spawn(serve(listener, gateway.clone(), loaded));
+    let serving = tokio::spawn(serve(listener, gateway.clone()));
     stopped().await;
     // Kubernetes has taken the pod out of its Service: no new connection comes; the
     // requests in flight (held ones included) are answered before the process ends.
@@ -121,9 +118,9 @@ async fn stopped() {
     }
 }
 
-/// Serves the gateway's requests on `listener` (`/healthz`, `/readyz` once `loaded`,
+/// Serves the gateway's requests on `listener` (`/healthz`, `/readyz` once routes are loaded,
 /// `/metrics`, and the routed APIs) until the process stops.
-pub async fn serve(listener: tokio::net::TcpListener, gateway: Arc<Gateway>, loaded: Arc<AtomicBool>) {
+pub async fn serve(listener: tokio::net::TcpListener, gateway: Arc<Gateway>) {
     loop {
         let (stream, _) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -134,14 +131,14 @@ pub async fn serve(listener: tokio::net::TcpListener, gateway: Arc<Gateway>, loa
             }
         };
         let _ = stream.set_nodelay(true);
-        let (gateway, loaded) = (gateway.clone(), loaded.clone());
+        let gateway = gateway.clone();
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |req: Request<Incoming>| {
-                let (gateway, loaded) = (gateway.clone(), loaded.clone());
+                let gateway = gateway.clone();
                 async move {
                     let response = match req.uri().path() {
                         "/healthz" => text(StatusCode::OK, "ok\n"),
-                        "/readyz" if loaded.load(Ordering::SeqCst) => text(StatusCode::OK, "ok\n"),
+                        "/readyz" if gateway.has_routes() => text(StatusCode::OK, "ok\n"),
                         "/readyz" => text(StatusCode::SERVICE_UNAVAILABLE, "no routes yet\n"),
                         "/metrics" => hyper::Response::builder()
                             .header("content-type", "application/openmetrics-text; version=1.0.0; charset=utf-8")
@@ -168,7 +165,7 @@ pub async fn serve(listener: tokio::net::TcpListener, gateway: Arc<Gateway>, loa
 #[cfg(test)]
 mod tests {
     use std::net::SocketAddr;
-    use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
+    use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
     use std::sync::{Arc, Mutex};
     use std::time::{Duration, Instant};
 
@@ -311,7 +308,7 @@ mod tests {
                 idle_gateway.sleep_idle().await;
             }
         });
-        tokio::spawn(super::serve(listener, gateway, Arc::new(AtomicBool::new(true))));
+        tokio::spawn(super::serve(listener, gateway));
         Setup { gateway: addr, scaler, routes, changed }
     }
 

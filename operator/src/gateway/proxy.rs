@@ -264,15 +264,15 @@ impl Gateway {
         in_flight: InFlight,
         openai: bool,
     ) -> Response<GatewayBody> {
-        let mut in_flight = Some(in_flight);
         // An application known asleep is not tried first: its Service has no endpoint.
-        if !state.asleep.load(Ordering::SeqCst) {
-            match self.forward(app, parts, body.clone()).await {
-                Ok(response) => return self.streamed(app, state, response, in_flight.take()),
-                Err(Failed::Upstream(m)) => return error(openai, StatusCode::BAD_GATEWAY, &m, None),
-                Err(Failed::NotServing) => {}
+        let in_flight = if state.asleep.load(Ordering::SeqCst) {
+            in_flight
+        } else {
+            match self.attempt(app, state, parts, body.clone(), in_flight, openai).await {
+                Ok(response) => return response,
+                Err(in_flight) => in_flight,
             }
-        }
+        };
         let hold = app.sleep.map_or(HOLD_AWAKE, |s| Duration::from_secs(s.hold_seconds as u64));
         let max_held = app.sleep.map_or(64, |s| s.max_held_requests as usize);
         if state.held.fetch_add(1, Ordering::SeqCst) >= max_held {
@@ -281,10 +281,28 @@ impl Gateway {
             return error(openai, StatusCode::SERVICE_UNAVAILABLE, &m, None);
         }
         self.metrics.held(&app.name, 1);
-        let response = self.hold(app, state, parts, body, hold, &mut in_flight, openai).await;
+        let response = self.hold(app, state, parts, body, hold, in_flight, openai).await;
         state.held.fetch_sub(1, Ordering::SeqCst);
         self.metrics.held(&app.name, -1);
         response
+    }
+
+    /// One forward: the answer to give (the engine's, or 502 when it failed the request), or
+    /// the request back when no replica serves.
+    async fn attempt(
+        &self,
+        app: &App,
+        state: &Arc<AppState>,
+        parts: &http::request::Parts,
+        body: Bytes,
+        in_flight: InFlight,
+        openai: bool,
+    ) -> Result<Response<GatewayBody>, InFlight> {
+        match self.forward(app, parts, body).await {
+            Ok(response) => Ok(self.streamed(app, state, response, in_flight)),
+            Err(Failed::Upstream(m)) => Ok(error(openai, StatusCode::BAD_GATEWAY, &m, None)),
+            Err(Failed::NotServing) => Err(in_flight),
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -295,7 +313,7 @@ impl Gateway {
         parts: &http::request::Parts,
         body: Bytes,
         hold: Duration,
-        in_flight: &mut Option<InFlight>,
+        mut in_flight: InFlight,
         openai: bool,
     ) -> Response<GatewayBody> {
         let deadline = tokio::time::Instant::now() + hold;
@@ -309,11 +327,10 @@ impl Gateway {
             let changed = self.changed.notified();
             tokio::pin!(changed);
             let _ = tokio::time::timeout_at(deadline.min(tokio::time::Instant::now() + RETRY), &mut changed).await;
-            match self.forward(app, parts, body.clone()).await {
-                Ok(response) => return self.streamed(app, state, response, in_flight.take()),
-                Err(Failed::Upstream(m)) => return error(openai, StatusCode::BAD_GATEWAY, &m, None),
-                Err(Failed::NotServing) => {}
-            }
+            in_flight = match self.attempt(app, state, parts, body.clone(), in_flight, openai).await {
+                Ok(response) => return response,
+                Err(in_flight) => in_flight,
+            };
             if tokio::time::Instant::now() >= deadline {
                 let latest = self.table().apps.get(&app.name).map(|a| a.message.clone()).unwrap_or_default();
                 let why = if latest.is_empty() { "no replica serves yet".to_string() } else { latest };
@@ -347,7 +364,7 @@ impl Gateway {
         app: &App,
         state: &Arc<AppState>,
         response: Response<Incoming>,
-        in_flight: Option<InFlight>,
+        in_flight: InFlight,
     ) -> Response<GatewayBody> {
         if let Some(since) = state.waking_since.lock().expect("not poisoned").take() {
             self.metrics.woke(&app.name, since.elapsed());
@@ -358,11 +375,7 @@ impl Gateway {
         for (name, value) in end_to_end(&parts.headers) {
             out = out.header(name, value);
         }
-        let body = match in_flight {
-            Some(guard) => Streamed { inner: body, _in_flight: guard }.boxed(),
-            None => body.boxed(),
-        };
-        out.body(body).expect("a valid response")
+        out.body(Streamed { inner: body, _in_flight: in_flight }.boxed()).expect("a valid response")
     }
 
     async fn forward(

@@ -30,6 +30,7 @@ pub mod kubeconfig;
 pub mod node;
 pub mod nodes;
 pub mod ollama;
+mod operator_image;
 pub mod pki;
 pub mod process;
 pub mod proxy;

@@ -58,7 +58,7 @@ async fn bench() {
     let cluster = Cluster::start(Options::default()).await.expect("local cluster with a real node");
     cluster.push_ollama_image().await.expect("the Ollama image");
     cluster.push_models(&[SMOLLM2]).await.expect("the models");
-    let gateway_image = ollama::push_operator_image(&cluster).await;
+    let gateway_image = cluster.push_operator_image("bench").await.expect("the operator image (make static)");
     let client = cluster.client().await.unwrap();
     apply(&client, &serde_json::to_value(model_orchestra_api::crd::crd()).unwrap()).await;
 

@@ -112,18 +112,3 @@ impl Drop for KillOnDrop {
         let _ = self.0.wait();
     }
 }
-
-/// The operator's image (`make static`'s binary) in the cluster's registry: what the model
-/// gateways run.
-pub async fn push_operator_image(cluster: &Cluster) -> String {
-    let binary = local_cluster::tools::static_program("model-orchestra-operator").expect("make static");
-    let image = mo_images::operator_image(&std::fs::read(&binary).unwrap(), None, None);
-    let reference = format!("{}/model-orchestra-operator:bench", cluster.registry.as_deref().unwrap());
-    let options = mo_images::push::PushOptions {
-        access: mo_images::registry::Access { insecure: true, ..Default::default() },
-        force: true,
-        quiet: true,
-    };
-    mo_images::push::push(&image, &reference, &options).await.expect("push the operator image");
-    reference
-}

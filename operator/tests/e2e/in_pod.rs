@@ -58,7 +58,7 @@ async fn deployed_with(replicas: u32, http_api: bool) -> (Cluster, Duration) {
 async fn deployed_line(replicas: u32, http_api: bool, api_version: Option<&str>) -> (Cluster, Duration) {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let cluster = Cluster::start(Options::default()).await.unwrap_or_else(|e| panic!("{e}"));
-    let image = crate::support::push_operator_image(&cluster).await;
+    let image = cluster.push_operator_image("e2e").await.unwrap_or_else(|e| panic!("{e}"));
     // What `make cluster` does for the operator's namespace: its pods run on the real node.
     cluster.run_pods_for_real(NAMESPACE).await.unwrap();
     let crd = root().join("config/crd/models.titanml.co_modelorchestras.yaml");

@@ -693,24 +693,9 @@ pub fn metric(text: &str, series: &str) -> f64 {
     text.lines().find_map(|l| l.strip_prefix(series).and_then(|v| v.trim().parse().ok())).unwrap_or(0.0)
 }
 
-/// The operator's image (`make static`'s binary, `bundle-tool image build`'s recipe) pushed
-/// to a local cluster's registry as `model-orchestra-operator:e2e`; its reference.
-pub async fn push_operator_image(local: &local_cluster::Cluster) -> String {
-    let binary = local_cluster::tools::static_program("model-orchestra-operator").unwrap_or_else(|e| panic!("{e}"));
-    let image = mo_images::operator_image(&std::fs::read(&binary).unwrap(), None, None);
-    let reference = format!("{}/model-orchestra-operator:e2e", local.registry.as_deref().unwrap());
-    let options = mo_images::push::PushOptions {
-        access: mo_images::registry::Access { insecure: true, ..Default::default() },
-        force: true,
-        quiet: true,
-    };
-    mo_images::push::push(&image, &reference, &options).await.unwrap_or_else(|e| panic!("push {reference}: {e}"));
-    reference
-}
-
 /// The operator's image in the shared cluster's registry, pushed once: what its model
 /// gateways run.
 pub async fn shared_operator_image(local: &'static local_cluster::Cluster) -> &'static str {
     static PUSHED: tokio::sync::OnceCell<String> = tokio::sync::OnceCell::const_new();
-    PUSHED.get_or_init(|| push_operator_image(local)).await
+    PUSHED.get_or_init(|| async { local.push_operator_image("e2e").await.unwrap_or_else(|e| panic!("{e}")) }).await
 }

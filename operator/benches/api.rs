@@ -24,13 +24,7 @@ const NAMESPACE: &str = "bench-api";
 const API_NAMESPACE: &str = "model-orchestra-system";
 
 fn main() {
-    if std::env::args().any(|a| a == "--list") {
-        println!("api: benchmark");
-        return;
-    }
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    runtime.block_on(bench());
+    process::main("api", bench());
 }
 
 type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;

@@ -28,13 +28,7 @@ mod ollama;
 use ollama::{exchange, has_token, load_of, ollama_cr, operator_process, tempfile_dir, KillOnDrop, PROMPT};
 
 fn main() {
-    if std::env::args().any(|a| a == "--list") {
-        println!("engine: benchmark");
-        return;
-    }
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    runtime.block_on(bench());
+    process::main("engine", bench());
 }
 
 /// Seconds, to 2 decimals.

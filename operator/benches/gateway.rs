@@ -37,13 +37,7 @@ use ollama::{exchange, has_token, ollama_cr, operator_process, tempfile_dir, Kil
 type Client = hyper_util::client::legacy::Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>;
 
 fn main() {
-    if std::env::args().any(|a| a == "--list") {
-        println!("gateway: benchmark");
-        return;
-    }
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    runtime.block_on(bench());
+    process::main("gateway", bench());
 }
 
 fn ms(d: Duration) -> String {

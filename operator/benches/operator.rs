@@ -58,13 +58,7 @@ fn reconciles(addr: &str) -> f64 {
 }
 
 fn main() {
-    if std::env::args().any(|a| a == "--list") {
-        println!("operator: benchmark");
-        return;
-    }
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    runtime.block_on(bench());
+    process::main("operator", bench());
 }
 
 /// A fresh control plane with the CRD, the bench namespace and the operator's RBAC; the

@@ -4,6 +4,18 @@
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::Value;
 
+/// A benchmark's `main`: `--list` names it (as `cargo bench -- --list` asks every target);
+/// otherwise rustls' provider installed, `bench` run on a two-thread runtime.
+pub fn main(name: &str, bench: impl std::future::Future<Output = ()>) {
+    if std::env::args().any(|a| a == "--list") {
+        println!("{name}: benchmark");
+        return;
+    }
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    runtime.block_on(bench);
+}
+
 /// A numeric knob from the environment.
 pub fn env_num(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)

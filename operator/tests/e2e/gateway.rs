@@ -77,6 +77,13 @@ impl Gateway {
         self.send(req).await
     }
 
+    /// `n` requests for Paris at once; each one's status code and body.
+    async fn paris_at_once(&self, n: usize) -> Vec<(u16, String)> {
+        let asked = paris();
+        let answers = futures::future::join_all((0..n).map(|_| self.post("/api/generate", &asked))).await;
+        answers.into_iter().map(|a| a.unwrap()).collect()
+    }
+
     /// The chunks of a streamed answer, each with when it arrived (since the request).
     async fn stream(&self, path: &str, body: &Value) -> Vec<(Duration, Bytes)> {
         let uri = format!("http://{}{path}", self.addr);
@@ -159,13 +166,9 @@ async fn an_idle_application_sleeps_and_twenty_requests_wake_it_with_one_scale_u
     assert!(notes[0].contains("chat"), "{notes:?}");
 
     let mark = cluster.audit_mark();
-    let asked = paris();
-    let requests = (0..20).map(|_| gateway.post("/api/generate", &asked));
-    let answers = futures::future::join_all(requests).await;
-    for answer in &answers {
-        let (code, body) = answer.as_ref().unwrap();
-        assert_eq!(*code, 200, "{body}");
-        let text: Value = serde_json::from_str(body).unwrap();
+    for (code, body) in gateway.paris_at_once(20).await {
+        assert_eq!(code, 200, "{body}");
+        let text: Value = serde_json::from_str(&body).unwrap();
         assert!(text["response"].as_str().unwrap().contains("Paris"), "{body}");
     }
     // One scale-up for the twenty: the gateway's one write to the Deployment's scale.
@@ -236,12 +239,9 @@ async fn a_wake_up_that_cannot_succeed_answers_the_held_requests_503_with_the_re
     wait_asleep(&cluster, "fail").await;
 
     let start = Instant::now();
-    let asked = paris();
-    let requests = (0..3).map(|_| gateway.post("/api/generate", &asked));
-    let answers = futures::future::join_all(requests).await;
+    let answers = gateway.paris_at_once(3).await;
     let took = start.elapsed();
-    for answer in &answers {
-        let (code, body) = answer.as_ref().unwrap();
+    for (code, body) in &answers {
         assert_eq!(*code, 503, "{body}");
         assert!(body.contains("did not serve within 20 s"), "{body}");
         assert!(body.contains(missing) || body.to_lowercase().contains("image"), "the reason: {body}");

@@ -276,19 +276,7 @@ fn verdicts(outcome: &Outcome) -> [Verdict; 3] {
 /// `(Ready, Progressing, Degraded)` of a CR whose objects are all applied.
 fn applied_verdicts(observed: &Observed) -> [Verdict; 3] {
     let model_waiting = |app: &str| observed.models.get(app).filter(|d| d.phase != ModelPhase::Ready);
-    let pulls_waiting = |app: &str| {
-        let models = observed.pulls.get(app).map(Vec::as_slice).unwrap_or_default();
-        let waiting: Vec<String> = models
-            .iter()
-            .filter(|m| m.phase != PullPhase::Ready)
-            .map(|m| match (m.completed_bytes, m.total_bytes) {
-                (Some(c), Some(t)) if t > 0 => format!("model {} {} {c}/{t} bytes", m.name, m.phase.as_str()),
-                _ if !m.message.is_empty() => format!("model {} {}: {}", m.name, m.phase.as_str(), m.message),
-                _ => format!("model {} {}", m.name, m.phase.as_str()),
-            })
-            .collect();
-        (!waiting.is_empty()).then(|| waiting.join(", "))
-    };
+    let pulls_waiting = |app: &str| pull_progress(observed.pulls.get(app).map(Vec::as_slice).unwrap_or_default());
     let verifying = |app: &str| observed.promotions.get(app).filter(|p| p.phase == PromotionPhase::Verifying);
     let app_ready = |app: &str, h: &Health| {
         h.asleep()
@@ -430,7 +418,7 @@ pub(crate) fn next_status(r: &Report) -> ModelOrchestraStatus {
                 } else if !h.replicas.ready {
                     h.why()
                 } else {
-                    pull_progress(&models)
+                    pull_progress(&models).unwrap_or_default()
                 };
                 let status = ApplicationStatus {
                     ready,
@@ -469,17 +457,19 @@ pub(crate) fn next_status(r: &Report) -> ModelOrchestraStatus {
     next
 }
 
-/// What an application's models wait for, when some do.
-fn pull_progress(models: &[PulledModelStatus]) -> String {
+/// What an application's models wait for, when some do: each one's phase, with its bytes
+/// while they are counted, else its message.
+fn pull_progress(models: &[PulledModelStatus]) -> Option<String> {
     let waiting: Vec<String> = models
         .iter()
         .filter(|m| m.phase != PullPhase::Ready)
-        .map(|m| match m.message.as_str() {
-            "" => format!("model {} {}", m.name, m.phase.as_str()),
-            message => format!("model {} {}: {message}", m.name, m.phase.as_str()),
+        .map(|m| match (m.completed_bytes, m.total_bytes) {
+            (Some(c), Some(t)) if t > 0 => format!("model {} {} {c}/{t} bytes", m.name, m.phase.as_str()),
+            _ if !m.message.is_empty() => format!("model {} {}: {}", m.name, m.phase.as_str(), m.message),
+            _ => format!("model {} {}", m.name, m.phase.as_str()),
         })
         .collect();
-    waiting.join(", ")
+    (!waiting.is_empty()).then(|| waiting.join(", "))
 }
 
 /// A model's status: `since` moves only when the phase changes.

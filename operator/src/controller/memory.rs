@@ -1,11 +1,42 @@
 //! Per-CR memory: what the operator keeps about one CR between its reconciles — what its
 //! last apply left behind, the status this operator last wrote, and (for another line's
 //! CR) since when no line has served it — in **one** entry per CR, so that forgetting a CR
-//! is one removal and nothing is left behind in a second map. The pullers and probers a CR
-//! owns are stopped with it by the caller ([`super::reconciler`]).
+//! is one removal and nothing is left behind in a second map. The pullers, probers and
+//! backoff a CR owns are stopped with it by [`super::context::Context::forget`], and
+//! `model_orchestra_tracked_resources` counts a CR while any of them holds it.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
+use std::time::Instant;
+
+use model_orchestra_api::v1alpha2::ModelOrchestraStatus;
+
+use super::applied::AppliedState;
+
+/// What the operator keeps per CR: what its last apply left, the status it last wrote, and
+/// (another line's CR) since when it has seen it unserved.
+pub(super) type CrMemory = Memory<AppliedState, StatusWrite, Unserved>;
+
+/// The status this operator last wrote for a CR.
+#[derive(Debug, Clone)]
+pub(super) struct StatusWrite {
+    /// Kept only until the cached CR shows it.
+    pub(super) status: Option<ModelOrchestraStatus>,
+    /// The CR's resourceVersion that write returned.
+    pub(super) resource_version: Option<String>,
+    pub(super) at: Instant,
+    /// A progress-only change waits for [`super::report::PROGRESS_INTERVAL`] to pass.
+    pub(super) waiting: bool,
+}
+
+/// A CR of another line whose current generation no line has reconciled yet.
+#[derive(Debug, Clone)]
+pub(super) struct Unserved {
+    pub(super) uid: String,
+    pub(super) generation: Option<i64>,
+    pub(super) since: Instant,
+    pub(super) reported: bool,
+}
 
 /// One CR's memory: `A`, what its last apply left; `S`, the status last written; `U`, while
 /// it is another line's and unserved, since when.
@@ -72,13 +103,12 @@ impl<A, S, U> Memory<A, S, U> {
         self.crs.lock().expect("memory lock").retain(|k, _| live.contains(k));
     }
 
-    /// How many CRs have an apply remembered.
-    pub(super) fn applied(&self) -> usize {
-        self.crs.lock().expect("memory lock").values().filter(|e| e.applied.is_some()).count()
+    /// Whether the CR `key` has any memory.
+    pub(super) fn holds(&self, key: &str) -> bool {
+        self.crs.lock().expect("memory lock").contains_key(key)
     }
 
     /// How many CRs have any memory.
-    #[cfg(test)]
     pub(super) fn len(&self) -> usize {
         self.crs.lock().expect("memory lock").len()
     }
@@ -121,8 +151,9 @@ mod tests {
         full(&m, "ns/a");
         full(&m, "ns/b");
         m.change("ns/c", |e| e.status = Some("s"));
-        assert_eq!((m.len(), m.applied()), (3, 2));
+        assert_eq!(m.len(), 3);
         m.retain(&HashSet::from(["ns/b".to_string()]));
-        assert_eq!((m.len(), m.applied()), (1, 1));
+        assert_eq!(m.len(), 1);
+        assert!(m.holds("ns/b") && !m.holds("ns/a") && !m.holds("ns/c"));
     }
 }

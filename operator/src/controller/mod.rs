@@ -4,14 +4,22 @@
 //! version.
 
 mod admission;
+mod applied;
+mod apply;
 mod children;
 mod compact;
+mod context;
+mod cr;
 mod engine_models;
+mod error;
 mod memory;
 mod models;
+mod observe;
+mod other_line;
 mod pods;
 mod prober;
 mod reconciler;
+mod report;
 
 use std::collections::HashSet;
 use std::future::Future;
@@ -31,9 +39,11 @@ use kube::{Api, Client};
 use crate::chart::Chart;
 use crate::operations::metrics::Metrics;
 use crate::reconcile::routing::Line;
+use context::Context;
+use cr::key;
 use model_orchestra_api::kinds::Kind;
 use model_orchestra_api::ApiVersion;
-use reconciler::{error_policy, key, reconcile, Context};
+use reconciler::{error_policy, reconcile};
 
 /// How this operator runs: built once (by `run`) and shared by every reconcile.
 #[derive(Debug, Clone)]
@@ -260,7 +270,7 @@ async fn run_controller(
     let pulled = futures::stream::unfold(pulled, |mut rx| async move { rx.recv().await.map(|r| (r, rx)) });
     let admission = admission::AdmissionWatch::default();
     let admission_task = tokio::spawn(admission.clone().run(client.clone(), namespace.map(str::to_string)));
-    let view = reconciler::ClusterView {
+    let view = context::ClusterView {
         client: client.clone(),
         caches,
         pods,

@@ -138,6 +138,11 @@ impl Puller {
         self.agents.lock().expect("agents lock").retain(|_, a| a.cr != key);
     }
 
+    /// The CRs (keys) with an agent running.
+    pub(crate) fn crs(&self) -> HashSet<String> {
+        self.agents.lock().expect("agents lock").values().map(|a| a.cr.clone()).collect()
+    }
+
     /// How many agents run.
     pub(crate) fn agents(&self) -> usize {
         self.agents.lock().expect("agents lock").len()

@@ -11,7 +11,7 @@
 //! (`/api/v1/namespaces/<ns>/services/<service>:<port>/proxy/…`), which needs `create` on
 //! `services/proxy`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -138,13 +138,18 @@ impl Prober {
     }
 
     /// Stops the verifications of CRs not in `live` (keys).
-    pub(crate) fn retain_crs(&self, live: &std::collections::HashSet<String>) {
+    pub(crate) fn retain_crs(&self, live: &HashSet<String>) {
         self.running.lock().expect("prober lock").retain(|(k, _), _| live.contains(k));
     }
 
     /// Stops every verification of the CR `key`.
     pub(crate) fn stop_all(&self, key: &str) {
         self.running.lock().expect("prober lock").retain(|(k, _), _| k != key);
+    }
+
+    /// The CRs (keys) with a verification running.
+    pub(crate) fn crs(&self) -> HashSet<String> {
+        self.running.lock().expect("prober lock").keys().map(|(k, _)| k.clone()).collect()
     }
 
     /// How many verifications run.

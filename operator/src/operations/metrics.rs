@@ -57,7 +57,11 @@ impl Metrics {
             probes.clone(),
         );
         registry.register("leader", "1 while this instance holds the leader lease", leader.clone());
-        registry.register("tracked_resources", "ModelOrchestras the operator keeps state for", tracked.clone());
+        registry.register(
+            "tracked_resources",
+            "ModelOrchestras the operator keeps any state for (memory, backoff, verifications, model agents)",
+            tracked.clone(),
+        );
         registry.register("model_agents", "Ollama replicas whose models an agent keeps", model_agents.clone());
         registry.register("verifications", "Candidates being verified", verifications.clone());
         Metrics {

@@ -52,6 +52,11 @@ impl Backoff {
     }
 
     /// Keeps only the keys `keep` accepts (the CRs that still exist).
+    /// The objects (keys) backing off.
+    pub(crate) fn keys(&self) -> Vec<String> {
+        self.attempts.lock().expect("backoff lock").keys().cloned().collect()
+    }
+
     pub(crate) fn retain(&self, keep: impl Fn(&str) -> bool) {
         self.attempts.lock().expect("backoff lock").retain(|k, _| keep(k));
     }

@@ -10,6 +10,9 @@ use k8s_openapi::api::core::v1::{
     Affinity, ContainerPort, EnvVar, LocalObjectReference, PodSecurityContext, Probe, ResourceRequirements,
     SecurityContext, ServicePort, Toleration, Volume, VolumeMount,
 };
+use k8s_openapi::api::networking::v1::{
+    HTTPIngressPath, HTTPIngressRuleValue, IngressBackend, IngressRule, IngressServiceBackend, ServiceBackendPort,
+};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
@@ -203,45 +206,10 @@ struct IngressContext<'a> {
     tls: &'a [IngressTls],
 }
 
+/// An Ingress's `spec.rules`, as the templates read them (`ingress.rules`).
 #[derive(Serialize)]
 struct IngressRules {
     rules: Vec<IngressRule>,
-}
-
-#[derive(Serialize)]
-struct IngressRule {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    host: Option<String>,
-    http: IngressHttp,
-}
-
-#[derive(Serialize)]
-struct IngressHttp {
-    paths: Vec<IngressPathRule>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct IngressPathRule {
-    path: String,
-    path_type: String,
-    backend: IngressBackend,
-}
-
-#[derive(Serialize, Clone)]
-struct IngressBackend {
-    service: IngressServiceBackend,
-}
-
-#[derive(Serialize, Clone)]
-struct IngressServiceBackend {
-    name: String,
-    port: IngressPort,
-}
-
-#[derive(Serialize, Clone)]
-struct IngressPort {
-    number: i32,
 }
 
 #[derive(Serialize)]
@@ -561,7 +529,11 @@ fn ingress(pod: &PodSettings, name: &str, field: &str) -> Result<Option<IngressR
         return Err(InputError::new(format!("{field}.ingress.hosts"), "an enabled ingress needs at least one host"));
     }
     let backend = IngressBackend {
-        service: IngressServiceBackend { name: name.to_string(), port: IngressPort { number: first.port } },
+        service: Some(IngressServiceBackend {
+            name: name.to_string(),
+            port: Some(ServiceBackendPort { number: Some(first.port), ..Default::default() }),
+        }),
+        ..Default::default()
     };
     let rules = settings
         .hosts
@@ -572,13 +544,13 @@ fn ingress(pod: &PodSettings, name: &str, field: &str) -> Result<Option<IngressR
             let paths = if given.is_empty() { &default_path[..] } else { given };
             let paths = paths
                 .iter()
-                .map(|p| IngressPathRule {
-                    path: p.path.clone().unwrap_or_else(|| "/".into()),
+                .map(|p| HTTPIngressPath {
+                    path: Some(p.path.clone().unwrap_or_else(|| "/".into())),
                     path_type: p.path_type.map_or_else(|| "ImplementationSpecific".into(), path_type_name),
                     backend: backend.clone(),
                 })
                 .collect();
-            IngressRule { host: h.host.clone().filter(|s| !s.is_empty()), http: IngressHttp { paths } }
+            IngressRule { host: h.host.clone().filter(|s| !s.is_empty()), http: Some(HTTPIngressRuleValue { paths }) }
         })
         .collect();
     Ok(Some(IngressRules { rules }))

@@ -10,6 +10,7 @@
 
 mod bounds;
 mod engine;
+mod field_path;
 mod network;
 mod pod;
 mod quantity;
@@ -21,6 +22,7 @@ use model_orchestra_api::names;
 
 use crate::error::InputError;
 use crate::model::{Model, ModelCacheSettings, Origin, PodSettings, ScalingSettings};
+use field_path::FieldPath;
 
 /// What the checks found: errors (nothing may be applied) and warnings (legal, but almost
 /// certainly not what the user meant).
@@ -36,10 +38,10 @@ pub(crate) fn model(m: &Model) -> Findings {
     bounds::spec(&m.written, &mut errors);
     names_of(m, &mut errors);
     component(&m.gateway.pod, &m.gateway.origin, &mut errors);
-    errors.extend(pod::env_list(&m.template_env, "spec.applicationTemplate.env").err());
+    errors.extend(pod::env_list(&m.template_env, &FieldPath::new("spec.applicationTemplate.env")).err());
     for app in &m.applications {
         let origin = &app.origin;
-        errors.extend(pod::env_list(&app.own_env, &format!("{}.env", origin.own)).err());
+        errors.extend(pod::env_list(&app.own_env, &FieldPath::new(&origin.own).field("env")).err());
         component(&app.pod, origin, &mut errors);
         if let Some(volume) = &app.models_volume {
             errors.extend(models_volume(volume, &app.pod, &origin.path("modelsVolume")).err());
@@ -264,10 +266,10 @@ fn names_of(m: &Model, out: &mut Vec<InputError>) {
 fn component(pod: &PodSettings, at: &Origin, out: &mut Vec<InputError>) {
     pod::pod(pod, at, out);
     if let Some(service) = &pod.service {
-        out.extend(network::service(service, &at.path("service")).err());
+        out.extend(network::service(service, &FieldPath::new(at.path("service"))).err());
     }
     if let Some(ingress) = &pod.ingress {
-        out.extend(network::ingress(ingress, &at.path("ingress")).err());
+        out.extend(network::ingress(ingress, &FieldPath::new(at.path("ingress"))).err());
     }
 }
 

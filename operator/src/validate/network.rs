@@ -6,7 +6,8 @@ use super::check_annotations;
 use model_orchestra_api::names::{self, is_dns_label, is_dns_subdomain, is_wildcard_dns_subdomain};
 use model_orchestra_api::values::{PathType, ServiceType};
 
-use super::pod::{port_or_name, protocol};
+use super::field_path::FieldPath;
+use super::pod::{port_number, port_or_name, protocol};
 use crate::error::InputError;
 use crate::model::{IngressSettings, ServiceSettings};
 
@@ -17,60 +18,58 @@ fn err(field: impl Into<String>, message: impl Into<String>) -> Result<(), Input
     Err(InputError::new(field, message))
 }
 
-pub(super) fn service(s: &ServiceSettings, field: &str) -> Result<(), InputError> {
+pub(super) fn service(s: &ServiceSettings, field: &FieldPath) -> Result<(), InputError> {
     if s.type_ == ServiceType::ExternalName {
         return err(
-            format!("{field}.type"),
+            field.field("type"),
             "ExternalName is not supported: the chart's Services select the component's pods (ClusterIP, NodePort or LoadBalancer)",
         );
     }
     if s.ports.is_empty() {
-        return err(format!("{field}.ports"), "a Service needs at least one port");
+        return err(field.field("ports"), "a Service needs at least one port");
     }
     let exposes_node_ports = matches!(s.type_, ServiceType::NodePort | ServiceType::LoadBalancer);
     let (mut names, mut node_ports, mut ports) = (HashSet::new(), HashSet::new(), HashSet::new());
     for (i, p) in s.ports.iter().enumerate() {
-        let at = format!("{field}.ports[{i}]");
+        let at = field.field("ports").index(i);
         match p.name.as_deref().filter(|n| !n.is_empty()) {
             None if s.ports.len() > 1 => {
-                return err(format!("{at}.name"), "required when a Service has more than one port")
+                return err(at.field("name"), "required when a Service has more than one port")
             }
             None => {}
             Some(name) if !is_dns_label(name) => {
-                return err(format!("{at}.name"), format!("`{name}` is not {}", names::DNS_LABEL_RULE))
+                return err(at.field("name"), format!("`{name}` is not {}", names::DNS_LABEL_RULE))
             }
             Some(name) if !names.insert(name) => {
-                return err(format!("{at}.name"), format!("`{name}` is used by another port"))
+                return err(at.field("name"), format!("`{name}` is used by another port"))
             }
             Some(_) => {}
         }
-        if !(1..=65535).contains(&p.port) {
-            return err(format!("{at}.port"), format!("{} is not a port number (1–65535)", p.port));
-        }
-        protocol(p.protocol.as_deref(), &format!("{at}.protocol"))?;
+        port_number(p.port, &at.field("port"))?;
+        protocol(p.protocol.as_deref(), &at.field("protocol"))?;
         if !ports.insert((p.port, p.protocol.clone().unwrap_or_else(|| "TCP".into()))) {
-            return err(format!("{at}.port"), format!("{} is used by another port with the same protocol", p.port));
+            return err(at.field("port"), format!("{} is used by another port with the same protocol", p.port));
         }
         if let Some(target) = &p.target_port {
-            port_or_name(target, &format!("{at}.targetPort"))?;
+            port_or_name(target, &at.field("targetPort"))?;
         }
         if let Some(app) = p.app_protocol.as_deref() {
             if !names::is_qualified_name(app) {
-                return err(format!("{at}.appProtocol"), format!("`{app}` is not {}", names::QUALIFIED_NAME_RULE));
+                return err(at.field("appProtocol"), format!("`{app}` is not {}", names::QUALIFIED_NAME_RULE));
             }
         }
         match p.node_port.filter(|n| *n != 0) {
             Some(_) if !exposes_node_ports => {
                 return err(
-                    format!("{at}.nodePort"),
+                    at.field("nodePort"),
                     "only a NodePort or LoadBalancer Service has node ports: remove it or set service.type",
                 )
             }
             Some(n) if !NODE_PORTS.contains(&n) => {
-                return err(format!("{at}.nodePort"), format!("{n} is outside the node port range 30000–32767"))
+                return err(at.field("nodePort"), format!("{n} is outside the node port range 30000–32767"))
             }
             Some(n) if !node_ports.insert(n) => {
-                return err(format!("{at}.nodePort"), format!("{n} is used by another port"))
+                return err(at.field("nodePort"), format!("{n} is used by another port"))
             }
             _ => {}
         }
@@ -78,21 +77,21 @@ pub(super) fn service(s: &ServiceSettings, field: &str) -> Result<(), InputError
     Ok(())
 }
 
-pub(super) fn ingress(i: &IngressSettings, field: &str) -> Result<(), InputError> {
+pub(super) fn ingress(i: &IngressSettings, field: &FieldPath) -> Result<(), InputError> {
     if !i.enabled {
         return Ok(());
     }
-    check_annotations(&i.annotations, &format!("{field}.annotations"))?;
+    check_annotations(&i.annotations, field.field("annotations").as_str())?;
     if !i.class_name.is_empty() && !is_dns_subdomain(&i.class_name) {
-        return err(format!("{field}.className"), format!("`{}` is not {}", i.class_name, names::DNS_SUBDOMAIN_RULE));
+        return err(field.field("className"), format!("`{}` is not {}", i.class_name, names::DNS_SUBDOMAIN_RULE));
     }
     for (h, host) in i.hosts.iter().enumerate() {
-        let at = format!("{field}.hosts[{h}]");
+        let at = field.field("hosts").index(h);
         if let Some(name) = host.host.as_deref().filter(|n| !n.is_empty()) {
-            host_name(name, &format!("{at}.host"))?;
+            host_name(name, &at.field("host"))?;
         }
         for (p, path) in host.paths.iter().flatten().enumerate() {
-            let at = format!("{at}.paths[{p}].path");
+            let at = at.field("paths").index(p).field("path");
             let value = path.path.as_deref().unwrap_or("/");
             if !value.starts_with('/') {
                 return err(&at, format!("`{value}` must be an absolute path (starting with `/`)"));
@@ -110,13 +109,13 @@ pub(super) fn ingress(i: &IngressSettings, field: &str) -> Result<(), InputError
         }
     }
     for (t, tls) in i.tls.iter().enumerate() {
-        let at = format!("{field}.tls[{t}]");
+        let at = field.field("tls").index(t);
         for (h, host) in tls.hosts.iter().flatten().enumerate() {
-            host_name(host, &format!("{at}.hosts[{h}]"))?;
+            host_name(host, &at.field("hosts").index(h))?;
         }
         if let Some(secret) = tls.secret_name.as_deref().filter(|s| !s.is_empty()) {
             if !is_dns_subdomain(secret) {
-                return err(format!("{at}.secretName"), format!("`{secret}` is not {}", names::DNS_SUBDOMAIN_RULE));
+                return err(at.field("secretName"), format!("`{secret}` is not {}", names::DNS_SUBDOMAIN_RULE));
             }
         }
     }
@@ -124,7 +123,7 @@ pub(super) fn ingress(i: &IngressSettings, field: &str) -> Result<(), InputError
 }
 
 /// An Ingress host: a DNS name (a leading `*.` allowed), not an IP address.
-fn host_name(host: &str, field: &str) -> Result<(), InputError> {
+fn host_name(host: &str, field: &FieldPath) -> Result<(), InputError> {
     if host.parse::<std::net::IpAddr>().is_ok() {
         return err(field, format!("`{host}` must be a DNS name, not an IP address"));
     }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use futures::stream::BoxStream;
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentCondition};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -15,7 +15,7 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client};
 
-use super::compact::{CachedDeployment, CachedTemplate, CachedTemplateMeta};
+use super::compact::{CachedDeployment, CachedMeta, CachedTemplate, CachedTemplateMeta};
 use crate::reconcile::plan::{Existing, MANAGED_BY, MANAGED_BY_LABEL, OWNER_NAME_LABEL};
 use model_orchestra_api::keys::IDLE_SECONDS_ANNOTATION;
 use model_orchestra_api::kinds::Kind;
@@ -28,7 +28,7 @@ pub(super) struct CachedChild {
 }
 
 pub(super) struct Caches {
-    metadata: BTreeMap<Kind, Store<PartialObjectMeta<DynamicObject>>>,
+    metadata: BTreeMap<Kind, Store<CachedMeta>>,
     deployments: Store<CachedDeployment>,
     jobs: Store<Job>,
 }
@@ -136,12 +136,13 @@ pub(super) fn watch(client: &Client, namespace: Option<&str>, kinds: &[Kind]) ->
             continue;
         }
         let ar = kind.resource();
-        let writer = reflector::store::Writer::new(ar.clone());
+        // The store keeps the compact form; the objects the watch passes on to trigger
+        // reconciles are dropped once mapped to their CR.
+        let mut writer = reflector::store::Writer::<CachedMeta>::new(());
         metadata.insert(kind, writer.as_reader());
         let s = watcher(metadata_api(client, namespace, &ar), config())
             .default_backoff()
-            .modify(|o: &mut PartialObjectMeta<DynamicObject>| slim(&mut o.metadata))
-            .reflect(writer)
+            .inspect_ok(move |event| writer.apply_watcher_event(&compact(event)))
             .touched_objects()
             .boxed();
         streams.push((ar, s));
@@ -150,6 +151,18 @@ pub(super) fn watch(client: &Client, namespace: Option<&str>, kinds: &[Kind]) ->
         Caches { metadata, deployments, jobs },
         Streams { metadata: streams, deployments: deploy_stream, jobs: job_stream },
     )
+}
+
+/// The watch event of a child cached by its metadata, as its store keeps it.
+fn compact(event: &watcher::Event<PartialObjectMeta<DynamicObject>>) -> watcher::Event<CachedMeta> {
+    use watcher::Event;
+    match event {
+        Event::Apply(o) => Event::Apply(CachedMeta::of(&o.metadata)),
+        Event::Delete(o) => Event::Delete(CachedMeta::of(&o.metadata)),
+        Event::Init => Event::Init,
+        Event::InitApply(o) => Event::InitApply(CachedMeta::of(&o.metadata)),
+        Event::InitDone => Event::InitDone,
+    }
 }
 
 /// Keeps only what pruning, drift checks and routing of events need: name, namespace,
@@ -185,8 +198,10 @@ impl Caches {
         };
         let mut out = Vec::new();
         for (&kind, store) in &self.metadata {
-            for o in store.state().iter().filter(|o| mine(&o.metadata)) {
-                out.push(cached(kind, &o.metadata));
+            let mine =
+                |m: &&Arc<CachedMeta>| m.namespace.as_deref() == Some(namespace) && m.owner.as_deref() == Some(owner);
+            for m in store.state().iter().filter(mine) {
+                out.push(CachedChild { existing: m.existing(kind), uid: m.uid.clone() });
             }
         }
         for d in self.deployments.state().iter().filter(|d| mine(&d.metadata)) {
@@ -220,8 +235,7 @@ impl Caches {
             return self.job(namespace, name)?.metadata.resource_version.clone();
         }
         let store = self.metadata.get(&kind)?;
-        let key = ObjectRef::new_with(name, kind.resource()).within(namespace);
-        store.get(&key)?.metadata.resource_version.clone()
+        store.get(&ObjectRef::new_with(name, ()).within(namespace))?.resource_version.clone()
     }
 }
 

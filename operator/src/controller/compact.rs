@@ -11,7 +11,11 @@ use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStatus};
 use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::NamespaceResourceScope;
+use kube::runtime::reflector::Lookup;
 use serde::Deserialize;
+
+use crate::reconcile::plan::{Existing, MANAGED_BY_LABEL, OWNER_NAME_LABEL};
+use model_orchestra_api::kinds::Kind;
 
 /// A Deployment: its metadata, replicas, pod template annotations and status.
 #[derive(Clone, Debug, Deserialize)]
@@ -94,6 +98,86 @@ impl CachedPod {
     }
 }
 
+/// A child of a kind cached by its metadata alone (ConfigMaps, Services, …): what pruning
+/// and drift checks read, in about a fifth of the memory of the `ObjectMeta` it is made
+/// from. An `ObjectMeta` is some 350 bytes inline before any field is set, its two labels
+/// take a whole B-tree node, and a store's key of a dynamic kind repeats the kind's five
+/// names; with eleven such children per CR they were the largest part of the operator's
+/// memory at 1,000 CRs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct CachedMeta {
+    pub name: String,
+    pub namespace: Option<String>,
+    pub uid: Option<String>,
+    pub resource_version: Option<String>,
+    /// Its owner-name label.
+    pub owner: Option<String>,
+    /// Its managed-by label.
+    pub managed_by: Option<String>,
+    /// The UIDs of its controller ownerReferences.
+    pub controllers: Vec<String>,
+}
+
+impl CachedMeta {
+    pub(super) fn of(meta: &ObjectMeta) -> Self {
+        let label = |key: &str| meta.labels.as_ref().and_then(|l| l.get(key)).cloned();
+        CachedMeta {
+            name: meta.name.clone().unwrap_or_default(),
+            namespace: meta.namespace.clone(),
+            uid: meta.uid.clone(),
+            resource_version: meta.resource_version.clone(),
+            owner: label(OWNER_NAME_LABEL),
+            managed_by: label(MANAGED_BY_LABEL),
+            controllers: meta
+                .owner_references
+                .iter()
+                .flatten()
+                .filter(|r| r.controller == Some(true))
+                .map(|r| r.uid.clone())
+                .collect(),
+        }
+    }
+
+    /// What the prune rule reads of it ([`Existing`]): the same as from its `ObjectMeta`,
+    /// whose other labels the rule never reads.
+    pub(super) fn existing(&self, kind: Kind) -> Existing {
+        let labels = [(OWNER_NAME_LABEL, &self.owner), (MANAGED_BY_LABEL, &self.managed_by)]
+            .into_iter()
+            .filter_map(|(k, v)| Some((k.to_string(), v.clone()?)))
+            .collect();
+        Existing { kind, name: self.name.clone(), labels, controller_uids: self.controllers.clone() }
+    }
+}
+
+/// A store's key needs no kind: each kind has a store of its own.
+impl Lookup for CachedMeta {
+    type DynamicType = ();
+    fn kind(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed("")
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed("")
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed("")
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed("")
+    }
+    fn name(&self) -> Option<Cow<'_, str>> {
+        Some(Cow::Borrowed(&self.name))
+    }
+    fn namespace(&self) -> Option<Cow<'_, str>> {
+        self.namespace.as_deref().map(Cow::Borrowed)
+    }
+    fn resource_version(&self) -> Option<Cow<'_, str>> {
+        self.resource_version.as_deref().map(Cow::Borrowed)
+    }
+    fn uid(&self) -> Option<Cow<'_, str>> {
+        self.uid.as_deref().map(Cow::Borrowed)
+    }
+}
+
 /// `kube::Resource` for a cached form of a namespaced built-in kind.
 macro_rules! resource {
     ($type:ty, $group:literal, $version:literal, $kind:literal, $plural:literal) => {
@@ -144,6 +228,27 @@ mod tests {
         assert_eq!(spec.template.metadata.unwrap().annotations.unwrap()["r"], "1");
         assert_eq!(back.status.unwrap().ready_replicas, Some(1));
         assert_eq!(back.metadata.generation, Some(3));
+    }
+
+    #[test]
+    fn a_child_cached_by_its_metadata_is_pruned_by_the_same_facts_as_its_object_meta() {
+        let meta: ObjectMeta = serde_json::from_value(json!({
+            "name": "c", "namespace": "ns", "uid": "u1", "resourceVersion": "7",
+            "labels": {OWNER_NAME_LABEL: "demo", MANAGED_BY_LABEL: "model-orchestra", "app": "x"},
+            "ownerReferences": [
+                {"apiVersion": "v1", "kind": "K", "name": "o", "uid": "o1", "controller": true},
+                {"apiVersion": "v1", "kind": "K", "name": "p", "uid": "o2"}
+            ]
+        }))
+        .unwrap();
+        let cached = CachedMeta::of(&meta);
+        let (from_meta, from_cache) = (Existing::of(Kind::ConfigMap, &meta), cached.existing(Kind::ConfigMap));
+        assert_eq!(from_cache.controller_uids, from_meta.controller_uids);
+        assert_eq!(from_cache.name, from_meta.name);
+        for label in [OWNER_NAME_LABEL, MANAGED_BY_LABEL] {
+            assert_eq!(from_cache.labels.get(label), from_meta.labels.get(label));
+        }
+        assert_eq!((cached.uid(), cached.resource_version()), (Some("u1".into()), Some("7".into())));
     }
 
     #[test]

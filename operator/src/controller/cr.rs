@@ -1,7 +1,7 @@
 //! The facts about a CR a reconcile starts from, and the key everything kept per CR is
 //! kept under.
 
-use kube::api::DynamicObject;
+use super::cached_cr::CachedCr;
 use kube::ResourceExt;
 use model_orchestra_api::v1alpha2::ModelOrchestraStatus;
 
@@ -10,13 +10,13 @@ use crate::reconcile::plan::Owner;
 use crate::reconcile::promotion;
 
 /// `namespace/name` of a CR: the key of everything kept per CR.
-pub(super) fn key(obj: &DynamicObject) -> String {
+pub(super) fn key(obj: &CachedCr) -> String {
     format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any())
 }
 
 /// The facts about the CR a reconcile starts from.
 pub(super) struct Cr<'a> {
-    pub(super) obj: &'a DynamicObject,
+    pub(super) obj: &'a CachedCr,
     pub(super) key: String,
     pub(super) namespace: String,
     pub(super) name: String,
@@ -30,7 +30,7 @@ pub(super) struct Cr<'a> {
 }
 
 impl<'a> Cr<'a> {
-    pub(super) fn fetch(obj: &'a DynamicObject) -> Self {
+    pub(super) fn fetch(obj: &'a CachedCr) -> Self {
         Cr {
             obj,
             key: key(obj),
@@ -38,7 +38,7 @@ impl<'a> Cr<'a> {
             name: obj.name_any(),
             uid: obj.uid().unwrap_or_default(),
             generation: obj.metadata.generation,
-            previous: obj.data.get("status").and_then(|s| serde_json::from_value(s.clone()).ok()).unwrap_or_default(),
+            previous: obj.status().unwrap_or_default(),
             refresh_annotation: obj.annotations().get(model::REFRESH_ANNOTATION).cloned(),
             retry_annotation: obj.annotations().get(promotion::RETRY_ANNOTATION).cloned(),
         }

@@ -13,6 +13,7 @@ use kube::{Client, ResourceExt};
 use model_orchestra_api::v1alpha2::PulledModelStatus;
 use serde_json::json;
 
+use super::cached_cr::CachedCr;
 use super::models::{Puller, Replica, Want};
 use super::pods::Pods;
 use crate::chart::{Component, MODELS_ANNOTATION, MODELS_READY_CONDITION};
@@ -35,7 +36,7 @@ pub(super) struct Replicas<'a> {
 /// application, its models over the replicas that serve.
 pub(super) async fn sync(
     ctx: Replicas<'_>,
-    cr: &ObjectRef<kube::api::DynamicObject>,
+    cr: &ObjectRef<CachedCr>,
     key: &str,
     refresh_annotation: Option<&str>,
     apps: &OllamaApps,

@@ -1,11 +1,12 @@
-//! The controller: watches ModelOrchestras (as untyped objects, so an invalid spec reaches
-//! the reconciler and is reported instead of stalling the watch), every kind the chart
-//! renders and the pods of its Deployments, and reconciles each CR routed to this operator
-//! version.
+//! The controller: watches ModelOrchestras (their spec untyped, as JSON text, so an invalid
+//! spec reaches the reconciler and is reported instead of stalling the watch; see
+//! [`cached_cr`]), every kind the chart renders and the pods of its Deployments, and
+//! reconciles each CR routed to this operator version.
 
 mod admission;
 mod applied;
 mod apply;
+mod cached_cr;
 mod children;
 mod compact;
 mod context;
@@ -26,9 +27,9 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use cached_cr::CachedCr;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
-use kube::api::DynamicObject;
 use kube::core::GroupVersion;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::events::{Recorder, Reporter};
@@ -204,7 +205,7 @@ pub async fn run(
 /// version. A line writes the version it serves there (`v1alpha1` for the v0 line) while
 /// CRs are read at the storage version; kube's `owns` matches the apiVersion exactly, so it
 /// dropped every child event of the v0 line, whose CRs then became Ready only at a resync.
-fn owner<K: kube::Resource>(cr: kube::api::ApiResource) -> impl Fn(K) -> Option<ObjectRef<DynamicObject>> {
+fn owner<K: kube::Resource>(cr: kube::api::ApiResource) -> impl Fn(K) -> Option<ObjectRef<CachedCr>> {
     move |child| {
         let meta = child.meta();
         let owner = meta.owner_references.iter().flatten().find(|o| {
@@ -283,7 +284,7 @@ async fn run_controller(
     let ctx = Arc::new(Context::new(view, chart, settings.clone(), metrics, recorder));
 
     let ar = ctx.cr_resource();
-    let crs: Api<DynamicObject> = match namespace {
+    let crs: Api<CachedCr> = match namespace {
         Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
         None => Api::all_with(client.clone(), &ar),
     };
@@ -298,7 +299,7 @@ async fn run_controller(
         // managedFields are dropped except the write that created the CR, without its
         // field set: its apiVersion routes an unlabelled CR never served yet
         // (`reconcile::routing`).
-        .modify(|o: &mut DynamicObject| {
+        .modify(|o: &mut CachedCr| {
             let fields = o.metadata.managed_fields.take().unwrap_or_default();
             let created = o.metadata.creation_timestamp.as_ref();
             o.metadata.managed_fields =

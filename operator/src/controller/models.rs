@@ -21,11 +21,11 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::cached_cr::CachedCr;
 use bytes::{Bytes, BytesMut};
 use futures::{Stream, StreamExt};
 use http_body_util::{BodyExt, Full};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::DynamicObject;
 use kube::runtime::reflector::ObjectRef;
 use model_orchestra_api::v1alpha2::PullPhase;
 use serde_json::{json, Value};
@@ -85,14 +85,11 @@ pub(crate) struct Puller {
     route: Route,
     /// By pod UID.
     agents: Mutex<HashMap<String, Agent>>,
-    wake: mpsc::UnboundedSender<ObjectRef<DynamicObject>>,
+    wake: mpsc::UnboundedSender<ObjectRef<CachedCr>>,
 }
 
 impl Puller {
-    pub(crate) fn new(
-        client: kube::Client,
-        route: Route,
-    ) -> (Puller, mpsc::UnboundedReceiver<ObjectRef<DynamicObject>>) {
+    pub(crate) fn new(client: kube::Client, route: Route) -> (Puller, mpsc::UnboundedReceiver<ObjectRef<CachedCr>>) {
         let (wake, woken) = mpsc::unbounded_channel();
         (Puller { client, route, agents: Mutex::new(HashMap::new()), wake }, woken)
     }
@@ -101,7 +98,7 @@ impl Puller {
     /// returns what it has seen of the replica's models.
     pub(crate) fn ensure(
         &self,
-        cr: &ObjectRef<DynamicObject>,
+        cr: &ObjectRef<CachedCr>,
         replica: &Replica,
         want: Want,
     ) -> BTreeMap<String, InReplica> {
@@ -355,8 +352,8 @@ async fn run(
     endpoint: Endpoint,
     mut want_rx: watch::Receiver<Want>,
     state: Arc<Mutex<BTreeMap<String, InReplica>>>,
-    wake: mpsc::UnboundedSender<ObjectRef<DynamicObject>>,
-    cr: ObjectRef<DynamicObject>,
+    wake: mpsc::UnboundedSender<ObjectRef<CachedCr>>,
+    cr: ObjectRef<CachedCr>,
 ) {
     let mut memory: HashMap<String, Memory> = HashMap::new();
     let set = |name: &str, f: &dyn Fn(&mut InReplica)| {
@@ -487,8 +484,8 @@ async fn pull(
     pull_name: &str,
     want: &Want,
     state: &Mutex<BTreeMap<String, InReplica>>,
-    wake: &mpsc::UnboundedSender<ObjectRef<DynamicObject>>,
-    cr: &ObjectRef<DynamicObject>,
+    wake: &mpsc::UnboundedSender<ObjectRef<CachedCr>>,
+    cr: &ObjectRef<CachedCr>,
 ) -> Pulled {
     let failed = |message: String| Pulled::Failed { missing: is_missing(&message), message };
     let body = json!({"model": pull_name, "insecure": want.insecure, "stream": true});

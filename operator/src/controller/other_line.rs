@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use kube::api::DynamicObject;
+use super::cached_cr::CachedCr;
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
@@ -19,9 +19,9 @@ use model_orchestra_api::lines::{API_VERSION_ANNOTATION, ROUTING_LABEL};
 /// A CR routed to another line: if no line has reconciled its current generation for
 /// `unserved_after`, say so once — an Event on the CR naming the line it waits for, and a
 /// log line — without writing its status (only its own line does).
-pub(super) async fn notice_unserved(obj: &DynamicObject, route: &Route, ctx: &Context) -> Action {
+pub(super) async fn notice_unserved(obj: &CachedCr, route: &Route, ctx: &Context) -> Action {
     let key = key(obj);
-    let observed = obj.data.get("status").and_then(|s| s["observedGeneration"].as_i64());
+    let observed = obj.status_json()["observedGeneration"].as_i64();
     if obj.metadata.deletion_timestamp.is_some() || (observed.is_some() && observed == obj.metadata.generation) {
         ctx.memory.change(&key, |e| e.unserved = None);
         return Action::await_change();

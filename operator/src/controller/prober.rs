@@ -14,9 +14,9 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
+use super::cached_cr::CachedCr;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use kube::api::DynamicObject;
 use kube::runtime::reflector::ObjectRef;
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, Semaphore};
@@ -70,7 +70,7 @@ pub(crate) struct Prober {
     route: Route,
     slots: Arc<Semaphore>,
     running: Mutex<HashMap<(String, String), Running>>,
-    wake: mpsc::UnboundedSender<ObjectRef<DynamicObject>>,
+    wake: mpsc::UnboundedSender<ObjectRef<CachedCr>>,
     metrics: Arc<Metrics>,
 }
 
@@ -92,7 +92,7 @@ impl Prober {
         client: kube::Client,
         route: Route,
         metrics: Arc<Metrics>,
-    ) -> (Prober, mpsc::UnboundedReceiver<ObjectRef<DynamicObject>>) {
+    ) -> (Prober, mpsc::UnboundedReceiver<ObjectRef<CachedCr>>) {
         let (wake, woken) = mpsc::unbounded_channel();
         let prober = Prober {
             client,
@@ -108,7 +108,7 @@ impl Prober {
     /// Keeps a verification of `id` running for the application `app` of `cr` (a new one
     /// replaces another revision's), probing once the candidate is `ready`; returns what it
     /// has seen so far.
-    pub(crate) fn ensure(&self, cr: &ObjectRef<DynamicObject>, app: &str, id: &str, ask: Ask, ready: bool) -> Progress {
+    pub(crate) fn ensure(&self, cr: &ObjectRef<CachedCr>, app: &str, id: &str, ask: Ask, ready: bool) -> Progress {
         let key = (format!("{}/{}", cr.namespace.as_deref().unwrap_or_default(), cr.name), app.to_string());
         let mut running = self.running.lock().expect("prober lock");
         if let Some(r) = running.get(&key).filter(|r| r.id == id) {
@@ -168,8 +168,8 @@ async fn verify(
     ask: Ask,
     progress: Arc<Mutex<Progress>>,
     ready: Arc<std::sync::atomic::AtomicBool>,
-    wake: mpsc::UnboundedSender<ObjectRef<DynamicObject>>,
-    cr: ObjectRef<DynamicObject>,
+    wake: mpsc::UnboundedSender<ObjectRef<CachedCr>>,
+    cr: ObjectRef<CachedCr>,
     metrics: Arc<Metrics>,
 ) {
     loop {

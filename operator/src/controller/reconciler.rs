@@ -11,11 +11,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::cached_cr::CachedCr;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::DynamicObject;
 use kube::runtime::controller::Action;
-use serde_json::Value;
 
 use super::applied::{since_applied, AppliedState, Planned, SinceLastApply};
 use super::apply::{apply, decide, dry_run, prune};
@@ -32,22 +31,28 @@ use crate::reconcile::backoff::Retry;
 use crate::reconcile::gates::{self, Gated, Promotions};
 use crate::reconcile::group::Group;
 use crate::reconcile::plan::{self, ApplyPlan};
-use crate::reconcile::routing::{self, RoutingFacts};
+use crate::reconcile::routing::{self, Route, RoutingFacts};
 use model_orchestra_api::kinds::Kind;
 
-/// What routing reads of a CR (its creating write is the one managedFields entry the watch
-/// keeps, see `controller::run`).
-fn routing_facts(obj: &DynamicObject) -> RoutingFacts<'_> {
-    RoutingFacts {
+/// Where a CR goes, from what routing reads of it (its creating write is the one
+/// managedFields entry the watch keeps, see `controller::run`).
+fn route_of(obj: &CachedCr) -> Route {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Recorded {
+        served_as: Option<String>,
+    }
+    let recorded = obj.status::<Recorded>().and_then(|r| r.served_as);
+    routing::route(&RoutingFacts {
         labels: obj.metadata.labels.as_ref(),
         annotations: obj.metadata.annotations.as_ref(),
-        recorded: obj.data.get("status").and_then(|s| s.get("servedAs")).and_then(Value::as_str),
+        recorded: recorded.as_deref(),
         creation: obj.metadata.managed_fields.as_ref().and_then(|m| m.first()),
-    }
+    })
 }
 
-pub(super) async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
-    let route = routing::route(&routing_facts(&obj));
+pub(super) async fn reconcile(obj: Arc<CachedCr>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
+    let route = route_of(&obj);
     if !ctx.settings.line.takes(&route) {
         // Another line's CR: forget it, so taking it back later applies again.
         ctx.forget(&key(&obj));
@@ -102,7 +107,7 @@ impl Changes {
     }
 }
 
-pub(super) fn error_policy(obj: Arc<DynamicObject>, err: &ReconcileError, ctx: Arc<Context>) -> Action {
+pub(super) fn error_policy(obj: Arc<CachedCr>, err: &ReconcileError, ctx: Arc<Context>) -> Action {
     match err.retry() {
         Retry::Now => Action::requeue(Duration::from_millis(100)),
         Retry::OnChange => Action::requeue(ctx.settings.resync),
@@ -209,7 +214,7 @@ struct Prepared {
 /// downloaded is held at zero replicas, or kept on its earlier download of the same model
 /// ([`crate::reconcile::model::Gate`]).
 fn render_and_plan(cr: &Cr, ctx: &Context) -> Result<Prepared, ReconcileError> {
-    let value = serde_json::to_value(cr.obj).expect("objects serialise");
+    let value = cr.obj.to_json(&ctx.cr_resource());
     let doc = model_orchestra_api::parse::document(&value).map_err(RenderError::from)?;
     // Read at the storage version, which holds every version's fields; the spec is read
     // as the version the CR is served as, whatever version it is read at.

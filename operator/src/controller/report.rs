@@ -54,7 +54,7 @@ impl Context {
             let json = serde_json::to_value(&status).expect("a status serialises");
             return (status, json);
         }
-        (cr.previous.clone(), cr.obj.data.get("status").cloned().unwrap_or(Value::Null))
+        (cr.previous.clone(), cr.obj.status_json())
     }
 }
 

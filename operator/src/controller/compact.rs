@@ -14,7 +14,7 @@ use k8s_openapi::NamespaceResourceScope;
 use kube::runtime::reflector::Lookup;
 use serde::Deserialize;
 
-use crate::reconcile::plan::{Existing, MANAGED_BY_LABEL, OWNER_NAME_LABEL};
+use crate::reconcile::plan::{controller_uids, Existing, MANAGED_BY_LABEL, OWNER_NAME_LABEL};
 use model_orchestra_api::kinds::Kind;
 
 /// A Deployment: its metadata, replicas, pod template annotations and status.
@@ -128,13 +128,7 @@ impl CachedMeta {
             resource_version: meta.resource_version.clone(),
             owner: label(OWNER_NAME_LABEL),
             managed_by: label(MANAGED_BY_LABEL),
-            controllers: meta
-                .owner_references
-                .iter()
-                .flatten()
-                .filter(|r| r.controller == Some(true))
-                .map(|r| r.uid.clone())
-                .collect(),
+            controllers: controller_uids(meta),
         }
     }
 

@@ -109,15 +109,14 @@ impl Existing {
             kind,
             name: meta.name.clone().unwrap_or_default(),
             labels: meta.labels.clone().unwrap_or_default(),
-            controller_uids: meta
-                .owner_references
-                .iter()
-                .flatten()
-                .filter(|r| r.controller == Some(true))
-                .map(|r| r.uid.clone())
-                .collect(),
+            controller_uids: controller_uids(meta),
         }
     }
+}
+
+/// The UIDs of an object's controller ownerReferences.
+pub(crate) fn controller_uids(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Vec<String> {
+    meta.owner_references.iter().flatten().filter(|r| r.controller == Some(true)).map(|r| r.uid.clone()).collect()
 }
 
 /// Existing objects to delete: ours (identity labels and controller ownerReference to this

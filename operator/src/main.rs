@@ -112,6 +112,9 @@ mod diff_cmd;
 mod gateway_cmd;
 mod run;
 
+/// mimalloc, unless built with `--features system-allocator`: heap profilers such as
+/// heaptrack see only the system allocator.
+#[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

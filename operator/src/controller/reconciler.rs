@@ -11,13 +11,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::cached_cr::CachedCr;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::controller::Action;
 
 use super::applied::{since_applied, AppliedState, Planned, SinceLastApply};
 use super::apply::{apply, decide, dry_run, prune};
+use super::cached_cr::CachedCr;
 use super::context::Context;
 use super::cr::{key, Cr};
 use super::engine_models::OllamaApps;
@@ -191,7 +191,7 @@ async fn reconcile_routed(cr: &Cr<'_>, ctx: &Context) -> Result<(Action, Changes
 }
 
 /// Whether the last full apply of the CR still holds (see [`since_applied`]).
-pub(super) fn since_last_apply(cr: &Cr, ctx: &Context) -> SinceLastApply {
+fn since_last_apply(cr: &Cr, ctx: &Context) -> SinceLastApply {
     ctx.memory.read(&cr.key, |e| match e.and_then(|e| e.applied.as_ref()) {
         Some(state) => since_applied(cr, &ctx.caches, &ctx.pods, state),
         None => SinceLastApply::Changed,

@@ -9,7 +9,7 @@ use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 use kube::{Api, Resource};
-use serde_json::{json, Value};
+use serde_json::json;
 
 use super::context::Context;
 use super::cr::Cr;
@@ -36,8 +36,8 @@ impl Context {
     }
 
     /// The status to compute the next one from: the last one this operator wrote while the
-    /// cached CR has not caught up with that write, else the cached one.
-    fn previous_status(&self, cr: &Cr) -> (ModelOrchestraStatus, Value) {
+    /// cached CR has not caught up with that write (then `true`), else the cached one.
+    fn previous_status(&self, cr: &Cr) -> (ModelOrchestraStatus, bool) {
         let number = |v: Option<&str>| v.and_then(|v| v.parse::<u64>().ok());
         let cached = number(cr.obj.metadata.resource_version.as_deref());
         let written = self.memory.change(&cr.key, |e| {
@@ -50,11 +50,10 @@ impl Context {
                 }
             }
         });
-        if let Some(status) = written {
-            let json = serde_json::to_value(&status).expect("a status serialises");
-            return (status, json);
+        match written {
+            Some(status) => (status, true),
+            None => (cr.previous.clone(), false),
         }
-        (cr.previous.clone(), cr.obj.status_json())
     }
 }
 
@@ -90,7 +89,7 @@ pub(super) async fn report_failure(ctx: &Context, cr: &Cr<'_>, e: &ReconcileErro
 async fn write_status(ctx: &Context, cr: &Cr<'_>, outcome: &Outcome) -> Result<Option<String>, kube::Error> {
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     let line = &ctx.settings.line;
-    let (previous, stored) = ctx.previous_status(cr);
+    let (previous, written) = ctx.previous_status(cr);
     let next = status::next_status(&Report {
         previous: &previous,
         generation: cr.generation,
@@ -126,6 +125,9 @@ async fn write_status(ctx: &Context, cr: &Cr<'_>, outcome: &Outcome) -> Result<O
     // A merge patch from the stored status, not server-side apply: SSA converts the object to
     // the version of every manager's entry, and a CR written at v1alpha1 cannot be typed as
     // v1alpha1 once it carries v1alpha2's status fields (the API server answers 500).
+    // The stored status is read only now: most reconciles write nothing.
+    let stored =
+        if written { serde_json::to_value(&previous).expect("a status serialises") } else { cr.obj.status_json() };
     let next_json = serde_json::to_value(&next).expect("a status serialises");
     let body = json!({"status": merge_patch(&stored, &next_json)});
     let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };

@@ -238,11 +238,8 @@ fn names_of(m: &Model, out: &mut Vec<InputError>) {
     }
     let mut seen = std::collections::HashSet::new();
     for (i, s) in m.image_pull_secrets.iter().enumerate() {
-        if !s.name.is_empty() && !names::is_dns_subdomain(&s.name) {
-            out.push(InputError::new(
-                format!("spec.imagePullSecrets[{i}].name"),
-                format!("`{}` is not {}", s.name, names::DNS_SUBDOMAIN_RULE),
-            ));
+        if !s.name.is_empty() {
+            out.extend(dns_subdomain(&s.name, format!("spec.imagePullSecrets[{i}].name")).err());
         }
         // Server-side apply merges the list by name.
         if !seen.insert(&s.name) {
@@ -271,6 +268,15 @@ fn component(pod: &PodSettings, at: &Origin, out: &mut Vec<InputError>) {
     if let Some(ingress) = &pod.ingress {
         out.extend(network::ingress(ingress, &FieldPath::new(at.path("ingress"))).err());
     }
+}
+
+/// A name that must be a DNS subdomain (a Secret's, a ConfigMap's, a claim's, an
+/// IngressClass's).
+pub(super) fn dns_subdomain(name: &str, field: impl Into<String>) -> Result<(), InputError> {
+    if names::is_dns_subdomain(name) {
+        return Ok(());
+    }
+    Err(InputError::new(field, format!("`{name}` is not {}", names::DNS_SUBDOMAIN_RULE)))
 }
 
 /// Label keys and values.

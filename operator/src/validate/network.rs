@@ -2,8 +2,8 @@
 
 use std::collections::HashSet;
 
-use super::check_annotations;
-use model_orchestra_api::names::{self, is_dns_label, is_dns_subdomain, is_wildcard_dns_subdomain};
+use super::{check_annotations, dns_subdomain};
+use model_orchestra_api::names::{self, is_dns_label, is_wildcard_dns_subdomain};
 use model_orchestra_api::values::{PathType, ServiceType};
 
 use super::field_path::FieldPath;
@@ -82,8 +82,8 @@ pub(super) fn ingress(i: &IngressSettings, field: &FieldPath) -> Result<(), Inpu
         return Ok(());
     }
     check_annotations(&i.annotations, field.field("annotations").as_str())?;
-    if !i.class_name.is_empty() && !is_dns_subdomain(&i.class_name) {
-        return err(field.field("className"), format!("`{}` is not {}", i.class_name, names::DNS_SUBDOMAIN_RULE));
+    if !i.class_name.is_empty() {
+        dns_subdomain(&i.class_name, field.field("className"))?;
     }
     for (h, host) in i.hosts.iter().enumerate() {
         let at = field.field("hosts").index(h);
@@ -114,9 +114,7 @@ pub(super) fn ingress(i: &IngressSettings, field: &FieldPath) -> Result<(), Inpu
             host_name(host, &at.field("hosts").index(h))?;
         }
         if let Some(secret) = tls.secret_name.as_deref().filter(|s| !s.is_empty()) {
-            if !is_dns_subdomain(secret) {
-                return err(at.field("secretName"), format!("`{secret}` is not {}", names::DNS_SUBDOMAIN_RULE));
-            }
+            dns_subdomain(secret, at.field("secretName"))?;
         }
     }
     Ok(())

@@ -3,10 +3,11 @@
 use std::collections::HashSet;
 
 use k8s_openapi::api::core::v1::{Volume, VolumeMount};
-use model_orchestra_api::names::{self, is_dns_label, is_dns_subdomain};
+use model_orchestra_api::names::{self, is_dns_label};
 
 use super::{err, not_supported, one_of};
 use crate::error::InputError;
+use crate::validate::dns_subdomain;
 use crate::validate::field_path::FieldPath;
 use crate::validate::quantity;
 
@@ -97,29 +98,13 @@ fn volume_source(v: &Volume, path: &FieldPath) -> Result<(), InputError> {
         }
     }
     if let Some(c) = &v.config_map {
-        if !is_dns_subdomain(&c.name) {
-            return err(
-                path.field("configMap").field("name"),
-                format!("`{}` is not {}", c.name, names::DNS_SUBDOMAIN_RULE),
-            );
-        }
+        dns_subdomain(&c.name, path.field("configMap").field("name"))?;
     }
     if let Some(s) = &v.secret {
-        let name = s.secret_name.as_deref().unwrap_or_default();
-        if !is_dns_subdomain(name) {
-            return err(
-                path.field("secret").field("secretName"),
-                format!("`{name}` is not {}", names::DNS_SUBDOMAIN_RULE),
-            );
-        }
+        dns_subdomain(s.secret_name.as_deref().unwrap_or_default(), path.field("secret").field("secretName"))?;
     }
     if let Some(c) = &v.persistent_volume_claim {
-        if !is_dns_subdomain(&c.claim_name) {
-            return err(
-                path.field("persistentVolumeClaim").field("claimName"),
-                format!("`{}` is not {}", c.claim_name, names::DNS_SUBDOMAIN_RULE),
-            );
-        }
+        dns_subdomain(&c.claim_name, path.field("persistentVolumeClaim").field("claimName"))?;
     }
     if let Some(h) = &v.host_path {
         let at = path.field("hostPath");

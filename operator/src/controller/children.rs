@@ -197,10 +197,10 @@ impl Caches {
                 && m.labels.as_ref().and_then(|l| l.get(OWNER_NAME_LABEL)).map(String::as_str) == Some(owner)
         };
         let mut out = Vec::new();
+        let ours =
+            |m: &&Arc<CachedMeta>| m.namespace.as_deref() == Some(namespace) && m.owner.as_deref() == Some(owner);
         for (&kind, store) in &self.metadata {
-            let mine =
-                |m: &&Arc<CachedMeta>| m.namespace.as_deref() == Some(namespace) && m.owner.as_deref() == Some(owner);
-            for m in store.state().iter().filter(mine) {
+            for m in store.state().iter().filter(ours) {
                 out.push(CachedChild { existing: m.existing(kind), uid: m.uid.clone() });
             }
         }

@@ -1,10 +1,10 @@
 //! The facts about a CR a reconcile starts from, and the key everything kept per CR is
 //! kept under.
 
-use super::cached_cr::CachedCr;
 use kube::ResourceExt;
 use model_orchestra_api::v1alpha2::ModelOrchestraStatus;
 
+use super::cached_cr::CachedCr;
 use crate::reconcile::model;
 use crate::reconcile::plan::Owner;
 use crate::reconcile::promotion;

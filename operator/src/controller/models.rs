@@ -21,7 +21,6 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::cached_cr::CachedCr;
 use bytes::{Bytes, BytesMut};
 use futures::{Stream, StreamExt};
 use http_body_util::{BodyExt, Full};
@@ -31,6 +30,7 @@ use model_orchestra_api::v1alpha2::PullPhase;
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, watch};
 
+use super::cached_cr::CachedCr;
 use super::prober::Route;
 use crate::reconcile::pulls::InReplica;
 

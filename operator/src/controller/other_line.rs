@@ -4,11 +4,11 @@
 
 use std::time::{Duration, Instant};
 
-use super::cached_cr::CachedCr;
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
 
+use super::cached_cr::CachedCr;
 use super::context::Context;
 use super::cr::key;
 use super::memory::Unserved;

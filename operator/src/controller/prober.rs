@@ -14,13 +14,13 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-use super::cached_cr::CachedCr;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use kube::runtime::reflector::ObjectRef;
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, Semaphore};
 
+use super::cached_cr::CachedCr;
 use crate::operations::metrics::Metrics;
 use crate::reconcile::promotion::{matches, Ask, Progress, Target};
 

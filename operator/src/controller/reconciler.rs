@@ -73,6 +73,10 @@ pub(super) async fn reconcile(obj: Arc<CachedCr>, ctx: Arc<Context>) -> Result<A
             ctx.backoff.succeeded(&cr.key);
             changes.log(&cr);
         }
+        Err(e) if e.retry() == Retry::Soon => {
+            tracing::info!(modelorchestra = %cr.key, generation = ?cr.generation, reason = %e.reason(), error = %e, "waiting");
+            report_failure(&ctx, &cr, e).await;
+        }
         Err(e) => {
             tracing::warn!(modelorchestra = %cr.key, generation = ?cr.generation, reason = %e.reason(), error = %e, "reconcile failed");
             report_failure(&ctx, &cr, e).await;
@@ -112,6 +116,7 @@ pub(super) fn error_policy(obj: Arc<CachedCr>, err: &ReconcileError, ctx: Arc<Co
         Retry::Now => Action::requeue(Duration::from_millis(100)),
         Retry::OnChange => Action::requeue(ctx.settings.resync),
         Retry::Backoff => Action::requeue(ctx.backoff.failed(&key(&obj))),
+        Retry::Soon => Action::requeue(crate::reconcile::backoff::SOON),
     }
 }
 

@@ -17,7 +17,13 @@ pub(crate) enum Retry {
     OnChange,
     /// With exponential backoff: forbidden writes, server errors, timeouts, lost connections.
     Backoff,
+    /// After [`SOON`], not counted as a failure: the cluster is catching up by itself (the
+    /// API server learning a CRD it was just given).
+    Soon,
 }
+
+/// How long [`Retry::Soon`] waits.
+pub(crate) const SOON: Duration = Duration::from_secs(2);
 
 pub(crate) struct Backoff {
     base: Duration,

@@ -64,6 +64,9 @@ pub(crate) enum Reason {
     ApplyFailed,
     /// `Progressing=True` while an apply failure is retried.
     Retrying,
+    /// The CR is correct, and the cluster is catching up: the API server does not yet map
+    /// its kind (a CRD installed moments ago). Retried soon; not a warning.
+    WaitingForApiServer,
     /// Writing the status itself failed.
     StatusFailed,
 }
@@ -86,6 +89,7 @@ impl Reason {
             Reason::Forbidden => "Forbidden",
             Reason::ApplyFailed => "ApplyFailed",
             Reason::Retrying => "Retrying",
+            Reason::WaitingForApiServer => "WaitingForAPIServer",
             Reason::StatusFailed => "StatusFailed",
         }
     }

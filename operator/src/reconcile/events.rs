@@ -2,8 +2,9 @@
 //! message changes (a transition or a new failure), and when `Degraded` becomes true for a
 //! reason of its own (warnings about the spec, a stuck rollout); one per application that
 //! falls asleep, begins waking or wakes. Not on every reconcile, and not for pods still
-//! coming up (`ApplicationsNotReady`): the status shows that progress, and an Event per
-//! step of it was a request per CR for nothing a user acts on.
+//! coming up (`ApplicationsNotReady`) or for the API server catching up with a new CRD
+//! (`WaitingForAPIServer`): the status shows that progress, and an Event per step of it was
+//! a request per CR for nothing a user acts on.
 
 use model_orchestra_api::v1alpha2::{ModelOrchestraStatus, SleepPhase};
 
@@ -28,7 +29,9 @@ pub(crate) fn notices(previous: &ModelOrchestraStatus, next: &ModelOrchestraStat
     let mut notices = Vec::new();
     if let Some((ready, reason, message)) = of(next, ConditionType::Ready)
         .filter(|r| of(previous, ConditionType::Ready).as_ref() != Some(r))
-        .filter(|(_, reason, _)| reason != Reason::ApplicationsNotReady.as_str())
+        .filter(|(_, reason, _)| {
+            ![Reason::ApplicationsNotReady, Reason::WaitingForApiServer].iter().any(|r| reason == r.as_str())
+        })
     {
         // Ready is good news even while warnings about the spec keep Degraded (they have an
         // Event of their own).
@@ -120,6 +123,15 @@ mod tests {
     fn pods_still_coming_up_are_not_announced() {
         let progress = with(vec![condition(ConditionType::Ready, "False", Reason::ApplicationsNotReady, "0/1")]);
         assert_eq!(notices(&ModelOrchestraStatus::default(), &progress), []);
+    }
+
+    #[test]
+    fn the_api_server_catching_up_with_a_new_crd_is_not_announced() {
+        let waiting = with(vec![
+            condition(ConditionType::Ready, "False", Reason::WaitingForApiServer, "waiting for the API server"),
+            condition(ConditionType::Degraded, "False", Reason::AsExpected, ""),
+        ]);
+        assert_eq!(notices(&ModelOrchestraStatus::default(), &waiting), []);
     }
 
     #[test]

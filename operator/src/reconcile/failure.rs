@@ -59,10 +59,25 @@ impl Failure<'_> {
             && self.message.contains("quantities must match the regular expression")
     }
 
+    /// Whether the API server refused a child only because its admission cannot yet map
+    /// the owner's kind: `OwnerReferencesPermissionEnforcement` checks `blockOwnerDeletion`
+    /// against the owner's REST mapping, which the API server learns seconds after a CRD is
+    /// installed ("cannot set blockOwnerDeletion in this case because cannot find
+    /// RESTMapping for APIVersion models.titanml.co/v1alpha1 …"). The CR is correct; the
+    /// cluster catches up by itself.
+    fn owner_not_mapped_yet(&self) -> bool {
+        matches!(self.failed, Failed::Request(_))
+            && self.code == Some(403)
+            && self.message.contains("cannot find RESTMapping")
+    }
+
     /// The reason the status's conditions give.
     pub(crate) fn reason(&self) -> Reason {
         if self.invalid_in_disguise() {
             return Reason::Invalid;
+        }
+        if self.owner_not_mapped_yet() {
+            return Reason::WaitingForApiServer;
         }
         match (self.failed, self.code) {
             (Failed::Render, _) => Reason::RenderFailed,
@@ -79,14 +94,15 @@ impl Failure<'_> {
         if self.invalid_in_disguise() {
             return Retry::OnChange;
         }
+        if self.owner_not_mapped_yet() {
+            return Retry::Soon;
+        }
         match (self.failed, self.code) {
             (Failed::Render, _) => Retry::OnChange,
             (_, Some(409)) => Retry::Now,
             (_, Some(400 | 404 | 422)) => Retry::OnChange,
-            // A refusal can end without the CR changing: an admin grants the missing RBAC,
-            // or the API server's admission learns a CRD version it had not mapped yet
-            // ("cannot find RESTMapping", seconds after a CRD install). Backoff still
-            // reaches the resync interval for one that lasts.
+            // A refusal can end without the CR changing: an admin grants the missing RBAC.
+            // Backoff still reaches the resync interval for one that lasts.
             _ => Retry::Backoff,
         }
     }
@@ -94,6 +110,11 @@ impl Failure<'_> {
     /// What the status says about it; `message` is the whole error, as the user reads it.
     pub(crate) fn outcome(&self, message: String) -> Outcome {
         match self.reason() {
+            Reason::WaitingForApiServer => Outcome::Waiting(format!(
+                "waiting for the API server to map this kind for its children's owner references (it does some seconds after \
+                 the CRD is installed); retrying every {} s: {message}",
+                super::backoff::SOON.as_secs()
+            )),
             Reason::RenderFailed => Outcome::RenderFailed(message),
             reason @ (Reason::Invalid | Reason::Forbidden) => Outcome::Refused { reason, message },
             _ => Outcome::ApplyFailed(message),
@@ -122,6 +143,33 @@ mod tests {
     #[test]
     fn a_forbidden_write_is_retried_with_backoff_since_rbac_can_change_without_the_cr() {
         assert_eq!(answered(Step::Apply, 403).retry(), Retry::Backoff);
+    }
+
+    #[test]
+    fn an_owner_the_api_server_cannot_map_yet_is_waited_for_not_forbidden() {
+        let lag = Failure {
+            failed: Failed::Request(Step::DryRun),
+            code: Some(403),
+            message:
+                "Deployment.apps \"x\" is forbidden: cannot set blockOwnerDeletion in this case because cannot find \
+                      RESTMapping for APIVersion models.titanml.co/v1alpha1 Kind ModelOrchestra: no matches for kind \
+                      \"ModelOrchestra\" in version \"models.titanml.co/v1alpha1\"",
+        };
+        assert_eq!((lag.reason(), lag.retry()), (Reason::WaitingForApiServer, Retry::Soon));
+        assert!(
+            matches!(lag.outcome("m".into()), Outcome::Waiting(m) if m.contains("waiting for the API server") && m.ends_with(": m"))
+        );
+    }
+
+    #[test]
+    fn blocking_owner_deletion_without_the_rbac_for_it_stays_forbidden() {
+        let rbac = Failure {
+            failed: Failed::Request(Step::DryRun),
+            code: Some(403),
+            message:
+                "cannot set blockOwnerDeletion if an ownerReference refers to a resource you can't set finalizers on",
+        };
+        assert_eq!((rbac.reason(), rbac.retry()), (Reason::Forbidden, Retry::Backoff));
     }
 
     #[test]

@@ -30,6 +30,8 @@ pub(crate) enum Outcome {
     Refused { reason: Reason, message: String },
     /// Applying or pruning failed; retried with backoff.
     ApplyFailed(String),
+    /// The cluster is catching up (see [`Reason::WaitingForApiServer`]); retried soon.
+    Waiting(String),
 }
 
 /// One component's readiness.
@@ -201,6 +203,11 @@ fn verdicts(outcome: &Outcome) -> [Verdict; 3] {
             (false, Reason::ApplyFailed, m.clone()),
             (true, Reason::Retrying, m.clone()),
             (true, Reason::ApplyFailed, m.clone()),
+        ],
+        Outcome::Waiting(m) => [
+            (false, Reason::WaitingForApiServer, m.clone()),
+            (true, Reason::WaitingForApiServer, m.clone()),
+            (false, Reason::AsExpected, String::new()),
         ],
         Outcome::Applied { observed, .. } => {
             let failed: Vec<String> = observed
@@ -697,6 +704,14 @@ mod tests {
         let s = next(&Default::default(), 1, &Outcome::ApplyFailed("applying ConfigMap c: timeout".into()), 1);
         assert_eq!(status_of(&s, PROGRESSING), ("True".into(), "Retrying".into()));
         assert_eq!(status_of(&s, DEGRADED), ("True".into(), "ApplyFailed".into()));
+    }
+
+    #[test]
+    fn waiting_for_the_api_server_progresses_and_is_not_degraded() {
+        let s = next(&Default::default(), 1, &Outcome::Waiting("waiting for the API server".into()), 1);
+        assert_eq!(status_of(&s, READY), ("False".into(), "WaitingForAPIServer".into()));
+        assert_eq!(status_of(&s, PROGRESSING), ("True".into(), "WaitingForAPIServer".into()));
+        assert_eq!(status_of(&s, DEGRADED), ("False".into(), "AsExpected".into()));
     }
 
     #[test]

@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::{Api, ListParams};
 use kube::ResourceExt;
 use local_cluster::{Cluster, Options};
@@ -153,6 +153,21 @@ async fn make_deploy_runs_the_operator_image_in_its_pod_and_the_seed_sample_beco
     // kind (OwnerReferencesPermissionEnforcement refuses blockOwnerDeletion until then; the
     // operator retries): the time to Ready is measured again on a second one.
     let first_apply_to_ready = wait_ready(&cluster, "seed", "my-model-orchestra").await;
+    // A correct CR never gets a warning, the first after the CRD's install neither: the
+    // status says WaitingForAPIServer meanwhile, and no Event is published for it.
+    let events: Api<Event> = Api::namespaced(cluster.client().await.unwrap(), "seed");
+    let warnings: Vec<String> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.type_.as_deref() == Some("Warning") && e.involved_object.kind.as_deref() == Some("ModelOrchestra")
+        })
+        .map(|e| format!("{}: {}", e.reason.unwrap_or_default(), e.message.unwrap_or_default()))
+        .collect();
+    assert_eq!(warnings, Vec::<String>::new(), "Warning Events on the seed sample CR");
     kubectl(&cluster, &["create", "namespace", "seed-again"], "");
     kubectl(&cluster, &["-n", "seed-again", "apply", "-f", "-"], &sample);
     let apply_to_ready = wait_ready(&cluster, "seed-again", "my-model-orchestra").await;

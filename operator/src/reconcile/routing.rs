@@ -192,6 +192,26 @@ mod tests {
     }
 
     #[test]
+    fn a_label_removed_leaves_the_cr_with_the_line_that_recorded_serving_it() {
+        // Created at v1alpha2 (the v1 line's), labelled operatorVersion=v0: the v0 line serves
+        // it and records v1alpha1. The label removed, that record routes it: still v0.
+        let created = spec_write("kubectl-client-side-apply", "v1alpha2", 10);
+        let (v0, v1) = (line("v0", ApiVersion::V1alpha1, true), line("v1", ApiVersion::V1alpha2, true));
+        let labels = map(ROUTING_LABEL, "v0");
+        let labelled = route(&RoutingFacts {
+            labels: Some(&labels),
+            recorded: Some("v1alpha2"),
+            creation: Some(&created),
+            ..Default::default()
+        });
+        assert!(v0.takes(&labelled) && !v1.takes(&labelled));
+        let unlabelled =
+            route(&RoutingFacts { recorded: Some("v1alpha1"), creation: Some(&created), ..Default::default() });
+        assert_eq!(unlabelled, Route::Version(ApiVersion::V1alpha1, Why::Recorded));
+        assert!(v0.takes(&unlabelled) && !v1.takes(&unlabelled));
+    }
+
+    #[test]
     fn an_empty_label_is_no_label() {
         let labels = map(ROUTING_LABEL, "");
         let r = route(&RoutingFacts { labels: Some(&labels), ..Default::default() });

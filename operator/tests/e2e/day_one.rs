@@ -159,6 +159,58 @@ async fn kubectl_edits_at_the_preferred_version_are_applied_with_only_the_v1alph
     everyday_edits_stay_with_the_v1alpha1_line(&cluster, false).await;
 }
 
+/// `kubectl label mo X operatorVersion=v0`, then `kubectl label mo X operatorVersion-`, on a
+/// CR the v1 line serves: the label moves X to the v0 line, which records that it serves X
+/// as `v1alpha1`; without the label, routing's next rule is that record, so X stays the v0
+/// line's — the label chose a line, and removing it does not undo the choice (the
+/// `models.titanml.co/api-version` annotation moves X back).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_line_label_added_then_removed_leaves_the_cr_with_the_line_the_label_chose() {
+    let cluster = Cluster::start("label-flip").await;
+    if cluster.audit().is_none() {
+        return eprintln!("skipped on an external cluster: it needs the audit log");
+    }
+    let _lines = both_lines(&cluster).await;
+    let name = "flipped";
+    let v1alpha2 =
+        cr_with_apps(name, &["chat"], None).replace("models.titanml.co/v1alpha1", "models.titanml.co/v1alpha2");
+    cluster.kubectl_with_input(&["apply", "-f", "-"], &v1alpha2);
+    let first = settled(&cluster, name).await;
+    assert_eq!((&first["status"]["line"], &first["status"]["servedAs"]), (&json!("v1"), &json!("v1alpha2")));
+
+    cluster.kubectl(&["label", "modelorchestra", name, "operatorVersion=v0"]);
+    eventually("the v0 line serves the labelled CR", || async {
+        let cr = cluster.mo_api_at(ApiVersion::V1alpha2).get(name).await.ok()?;
+        (cr.data["status"]["line"] == "v0" && ready_condition(&cr)?["status"] == "True").then_some(())
+    })
+    .await;
+    let labelled = settled(&cluster, name).await;
+    assert_eq!(labelled["status"]["servedAs"], "v1alpha1", "the v0 line records the version it serves");
+
+    cluster.kubectl(&["label", "modelorchestra", name, "operatorVersion-"]);
+    let mark = cluster.audit_mark();
+    // A change for the serving line to apply, so a line that took the CR back would write.
+    cluster.kubectl(&[
+        "patch",
+        "modelorchestra",
+        name,
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"applications":{"chat":{"replicaCount":2}}}}"#,
+    ]);
+    let unlabelled = settled(&cluster, name).await;
+    let deployment = cluster.api(Kind::Deployment).get(&format!("{name}-model-orchestra-chat")).await.unwrap();
+    assert_eq!(deployment.data["spec"]["replicas"], 2, "the patch after the label's removal was applied");
+    assert_eq!(
+        (&unlabelled["status"]["line"], &unlabelled["status"]["servedAs"]),
+        (&json!("v0"), &json!("v1alpha1")),
+        "without the label, the line that recorded serving it"
+    );
+    assert!(!child_writes(&cluster, "op-v0", mark).is_empty(), "the v0 line applied the patch");
+    assert_eq!(child_writes(&cluster, "op-v1", mark), Vec::<String>::new(), "the v1 line did not take the CR back");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_api_version_annotation_moves_a_cr_and_the_move_stays() {
     let cluster = Cluster::start("move").await;

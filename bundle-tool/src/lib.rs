@@ -3,6 +3,7 @@
 
 pub mod bundle;
 pub mod catalog;
+pub mod crd_compat;
 pub mod crds;
 pub mod error;
 pub mod image;

@@ -369,7 +369,7 @@ fn validate_catalog(dir: &std::path::Path) -> anyhow::Result<()> {
     let catalog = bundle_tool::catalog::fbc::load_dir(dir)?;
     // opm's rules, then ours: no bundle's CRD may drop a version another line relies on.
     let mut findings = bundle_tool::catalog::validate::validate(&catalog);
-    findings.extend(bundle_tool::catalog::crd_versions::check(&catalog));
+    findings.extend(bundle_tool::catalog::side_by_side::check(&catalog));
     for f in &findings {
         eprintln!("{}: {f}", dir.display());
     }

@@ -1,6 +1,7 @@
 //! registry+v1 bundles: generate a bundle directory and validate one.
 
 pub mod annotations;
+pub mod beside;
 pub mod generate;
 pub mod release;
 pub mod validate;

@@ -66,10 +66,10 @@ impl std::fmt::Display for Finding {
     }
 }
 
-struct Report(Vec<Finding>);
+pub(super) struct Report(Vec<Finding>);
 
 impl Report {
-    fn error(&mut self, file: &str, field: &str, message: impl Into<String>) {
+    pub(super) fn error(&mut self, file: &str, field: &str, message: impl Into<String>) {
         self.0.push(Finding {
             severity: Severity::Error,
             file: file.into(),
@@ -77,7 +77,7 @@ impl Report {
             message: message.into(),
         });
     }
-    fn warning(&mut self, file: &str, field: &str, message: impl Into<String>) {
+    pub(super) fn warning(&mut self, file: &str, field: &str, message: impl Into<String>) {
         self.0.push(Finding {
             severity: Severity::Warning,
             file: file.into(),
@@ -92,7 +92,7 @@ pub fn validate(dir: &Path) -> Vec<Finding> {
     let mut r = Report(Vec::new());
     check_annotations(dir, &mut r);
     let objects = check_manifests_dir(dir, &mut r);
-    check_objects(&objects, &mut r);
+    check_objects(dir, &objects, &mut r);
     check_size(dir, &mut r);
     r.0.sort_by(|a, b| a.severity.cmp(&b.severity));
     r.0
@@ -206,7 +206,7 @@ fn check_manifests_dir(dir: &Path, r: &mut Report) -> Vec<(String, Value)> {
     objects
 }
 
-fn check_objects(objects: &[(String, Value)], r: &mut Report) {
+fn check_objects(dir: &Path, objects: &[(String, Value)], r: &mut Report) {
     for (file, obj) in objects {
         let kind = obj["kind"].as_str().unwrap_or_default();
         if obj["apiVersion"].as_str().is_none() || kind.is_empty() {
@@ -229,6 +229,7 @@ fn check_objects(objects: &[(String, Value)], r: &mut Report) {
     check_csv(csv_file, csv, r);
     let crds: Vec<&(String, Value)> = objects.iter().filter(|(_, o)| o["kind"] == "CustomResourceDefinition").collect();
     check_owned_crds(csv_file, csv, &crds, r);
+    super::beside::check(dir, (csv_file, csv), &crds, r);
     let sa_names: BTreeSet<&str> = csv["spec"]["install"]["spec"]["deployments"]
         .as_array()
         .into_iter()

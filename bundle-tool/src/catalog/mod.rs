@@ -3,12 +3,12 @@
 //! ([`validate`]), and built into a catalog image ([`image`]).
 
 pub mod bundle;
-pub mod crd_versions;
 pub mod csvmeta;
 pub mod fbc;
 pub mod goenc;
 pub mod image;
 pub mod semver;
+pub mod side_by_side;
 pub mod source;
 pub mod template;
 pub mod validate;

@@ -9,3 +9,4 @@ mod credentials;
 mod dependencies;
 mod generate;
 mod semver_template;
+mod side_by_side;

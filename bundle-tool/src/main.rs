@@ -12,7 +12,7 @@ use bundle_tool::catalog::source::Sources;
 use bundle_tool::catalog::{Format, RenderSummary};
 use bundle_tool::image::auth::Credentials;
 use bundle_tool::image::registry::{connect, Access, PulledImage};
-use bundle_tool::subscriptions::{Olm, SubscriptionOptions};
+use bundle_tool::subscriptions::{Approval, Olm, SubscriptionOptions};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -56,6 +56,10 @@ enum Command {
         /// OLM v0: the catalog image serves itself (built with `catalog build --base`).
         #[arg(long)]
         image_serves: bool,
+        /// OLM v0: how the Subscription's InstallPlans are applied (Manual: each waits for
+        /// `kubectl patch installplan … -p '{"spec":{"approved":true}}'`; default Automatic).
+        #[arg(long, value_enum)]
+        install_plan_approval: Option<Approval>,
     },
 }
 
@@ -211,6 +215,21 @@ enum BundleCommand {
         #[command(flatten)]
         output: Output,
     },
+    /// Print the bundle as plain manifests, for clusters without OLM: what OLM installs
+    /// from it (namespace, ServiceAccounts, RBAC, Deployments, its other objects).
+    Manifests { dir: PathBuf },
+    /// Cut the release of a generated bundle: record it in releases.yaml beside it (the
+    /// commit, every file's SHA-256), keep the shared CRD it installs (crds/VERSION.yaml),
+    /// and write its plain manifests and that CRD to DIST/VERSION/.
+    Release {
+        dir: PathBuf,
+        /// The commit the release is cut from (`git rev-parse HEAD`, the release's changes
+        /// committed).
+        #[arg(long)]
+        commit: String,
+        #[arg(long, default_value = "dist")]
+        dist: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -314,7 +333,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let image = bundle_tool::catalog::image::catalog_image(&dir, base.as_ref())?;
             emit(&image, &output)?;
         }
-        Command::Subscriptions { catalog_image, channel, namespace, olm, package, catalog_name, image_serves } => {
+        Command::Subscriptions {
+            catalog_image,
+            channel,
+            namespace,
+            olm,
+            package,
+            catalog_name,
+            image_serves,
+            install_plan_approval,
+        } => {
             let (header, objects) = bundle_tool::subscriptions::manifests(&SubscriptionOptions {
                 catalog_image,
                 channel,
@@ -323,9 +351,24 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 package,
                 catalog_name,
                 image_serves,
+                approval: install_plan_approval,
             })?;
             eprint!("{header}");
             print!("{}", bundle_tool::subscriptions::to_yaml(&header, &objects));
+        }
+        Command::Bundle(BundleCommand::Manifests { dir }) => {
+            print!("{}", bundle_tool::bundle::install::manifests_yaml(&dir)?);
+        }
+        Command::Bundle(BundleCommand::Release { dir, commit, dist }) => {
+            check_bundle(&dir, "released")?;
+            let crd = bundle_tool::crds::crd();
+            bundle_tool::crds::refuse_incompatible(&crd, dir.parent().unwrap_or(std::path::Path::new(".")))?;
+            bundle_tool::bundle::release::cut(&dir, &commit, &crd, &dist)?;
+            eprintln!(
+                "released {} from {commit}: recorded, its CRD and plain manifests in {}",
+                dir.display(),
+                dist.display()
+            );
         }
         Command::Bundle(BundleCommand::Validate { dir }) => {
             if check_bundle(&dir, "valid as released")? {

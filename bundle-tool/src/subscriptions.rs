@@ -1,14 +1,34 @@
 //! The manifests that install one major version line from a catalog image (olm.md §6,
 //! §7): OLM v1 — a ClusterCatalog and a ClusterExtension named for the line (plus the
 //! installer ServiceAccount and RBAC that OLM v1 before 1.11 requires); OLM v0 — a
-//! CatalogSource, an own-namespace OperatorGroup and a Subscription in a namespace per
-//! line (two AllNamespaces installs of one package would conflict). CRs reach the line
-//! through the `operatorVersion` label printed at the top.
+//! CatalogSource, an AllNamespaces OperatorGroup and a Subscription in a namespace per
+//! line (OLM v0 allows one operator of a package per namespace; the operator watches every
+//! namespace, and its CSV provides no API, so the lines' groups do not conflict). CRs reach
+//! the line through the `operatorVersion` label printed at the top.
 
 use serde_json::{json, Value};
 
 use crate::error::ToolError;
 use crate::image::registry::has_tag_or_digest;
+
+/// How OLM v0 applies an InstallPlan of the line's Subscription.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Approval {
+    /// Every install and upgrade as soon as it is resolved.
+    Automatic,
+    /// Each waits until someone sets the InstallPlan's `spec.approved: true` (OLM v0 makes
+    /// every InstallPlan of the namespace manual then, the first install's too).
+    Manual,
+}
+
+impl Approval {
+    fn as_str(self) -> &'static str {
+        match self {
+            Approval::Automatic => "Automatic",
+            Approval::Manual => "Manual",
+        }
+    }
+}
 
 /// The OLM generation to install with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -29,6 +49,8 @@ pub struct SubscriptionOptions {
     /// OLM v0: the catalog image runs `opm serve` itself (built with `catalog build --base`);
     /// otherwise OLM extracts `/configs` and serves it.
     pub image_serves: bool,
+    /// OLM v0: the Subscription's `installPlanApproval` (None: Automatic).
+    pub approval: Option<Approval>,
 }
 
 /// The routing value of a channel: `stable-v1`, `fast-v1.2` → `v1`.
@@ -59,6 +81,14 @@ pub fn manifests(o: &SubscriptionOptions) -> Result<(String, Vec<Value>), ToolEr
             field: "--catalog-image".into(),
             message: format!("{:?} has neither tag nor digest; OLM requires one", o.catalog_image),
             fix: "e.g. --catalog-image registry.example.com/model-orchestra-catalog:v1.2.0".into(),
+        });
+    }
+    if o.olm == Olm::V1 && o.approval.is_some() {
+        return Err(ToolError::Field {
+            file: "(command line)".into(),
+            field: "--install-plan-approval".into(),
+            message: "OLM v1 has no InstallPlans: a ClusterExtension installs and upgrades as it resolves".into(),
+            fix: "drop --install-plan-approval, or pin the ClusterExtension's version; or use --olm v0".into(),
         });
     }
     let name = format!("{}-{routing}", o.package);
@@ -97,17 +127,22 @@ pub fn manifests(o: &SubscriptionOptions) -> Result<(String, Vec<Value>), ToolEr
             vec![
                 ns,
                 source,
-                json!({"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup", "metadata": {"name": name, "namespace": namespace}, "spec": {"targetNamespaces": [namespace]}}),
+                // AllNamespaces (no target namespaces): the operator watches every namespace.
+                json!({"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup", "metadata": {"name": name, "namespace": namespace}, "spec": {}}),
                 json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription", "metadata": {"name": name, "namespace": namespace},
-                    "spec": {"name": o.package, "channel": o.channel, "source": o.catalog_name, "sourceNamespace": namespace, "installPlanApproval": "Automatic"}}),
+                    "spec": {"name": o.package, "channel": o.channel, "source": o.catalog_name, "sourceNamespace": namespace,
+                        "installPlanApproval": o.approval.unwrap_or(Approval::Automatic).as_str()}}),
             ]
         }
     };
     let header = format!(
         "# Installs the {routing} line of {} from channel {} ({}).\n\
+         # The ModelOrchestra CRD is shared by the lines and installed once, before them:\n\
+         #   bundle-tool crds | kubectl apply --server-side -f -\n\
          # A ModelOrchestra reaches this line with the label operatorVersion: {routing}. Without the label\n\
-         # (lines released from 0.1.1 on), it reaches the line serving the apiVersion it was last\n\
-         # applied with: v1alpha1 -> v0, v1alpha2 -> v1. The label wins.\n",
+         # (lines released from 0.1.1 on), it reaches the line serving the apiVersion it is served as\n\
+         # (its models.titanml.co/api-version annotation, else the version it was created with):\n\
+         # v1alpha1 -> v0, v1alpha2 -> v1. The label wins.\n",
         o.package,
         o.channel,
         if o.olm == Olm::V1 { "OLM v1" } else { "OLM v0" }

@@ -155,9 +155,12 @@ fn csv(opts: &GenerateOptions, meta: &OperatorMetadata, crd: &Value) -> Value {
         "maintainers": meta.maintainers,
         "provider": meta.provider,
         "links": meta.links,
+        // The operator watches every namespace (its ClusterRole, its informers): it is an
+        // AllNamespaces operator, and says so to OLM v0, whose other modes would promise it
+        // watches only the OperatorGroup's target namespaces.
         "installModes": [
-            {"type": "OwnNamespace", "supported": true},
-            {"type": "SingleNamespace", "supported": true},
+            {"type": "OwnNamespace", "supported": false},
+            {"type": "SingleNamespace", "supported": false},
             {"type": "MultiNamespace", "supported": false},
             {"type": "AllNamespaces", "supported": true},
         ],

@@ -3,6 +3,7 @@
 pub mod annotations;
 pub mod beside;
 pub mod generate;
+pub mod install;
 pub mod release;
 pub mod validate;
 

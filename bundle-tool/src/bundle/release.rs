@@ -28,6 +28,93 @@ pub struct Release {
     pub commit: String,
     /// SHA-256 (hex) of every file of the bundle, by path inside it.
     pub files: BTreeMap<String, String>,
+    /// The shared CRD the release installs (`crds/<version>.yaml`), for a shared-CRD bundle.
+    #[serde(default)]
+    pub crd: Option<CrdRecord>,
+    /// SHA-256 of every file of `dist/<version>/` (its plain manifests, [`super::install`]).
+    #[serde(default)]
+    pub dist: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct CrdRecord {
+    /// Relative to the bundles directory.
+    pub file: String,
+    pub sha256: String,
+}
+
+/// Every release `<bundles>/releases.yaml` records (none without the file).
+pub fn all(bundles: &Path) -> Result<Vec<Release>, ToolError> {
+    let file = bundles.join(RELEASES_FILE);
+    let Ok(text) = std::fs::read_to_string(&file) else { return Ok(vec![]) };
+    let record: Record = serde_yaml::from_str(&text).map_err(|e| ToolError::Field {
+        file: file.clone(),
+        field: "releases".into(),
+        message: e.to_string(),
+        fix: "each release needs version, commit and files".into(),
+    })?;
+    Ok(record.releases)
+}
+
+/// Cuts the release of the bundle in `dir` (`<bundles>/<version>`) from `commit`: writes the
+/// shared CRD it installs (`crd`, the CRD of this build) to `<bundles>/crds/<version>.yaml`
+/// unless the bundle carries its own, its plain manifests and that CRD to
+/// `<dist>/<version>/` (`install.yaml`, `crd.yaml`), and appends its record — every file's
+/// SHA-256 — to `<bundles>/releases.yaml`. Refused if the version is recorded already.
+pub fn cut(dir: &Path, commit: &str, crd: &serde_json::Value, dist: &Path) -> Result<(), ToolError> {
+    let (Some(bundles), Some(version)) = (dir.parent(), dir.file_name().and_then(|n| n.to_str())) else {
+        return Err(ToolError::Invalid(format!("{}: not a bundles/<version> directory", dir.display())));
+    };
+    if commit.len() != 40 || !commit.chars().all(|c| c.is_ascii_hexdigit()) {
+        return Err(ToolError::Field {
+            file: "(command line)".into(),
+            field: "--commit".into(),
+            message: format!("{commit:?} is not a full commit hash"),
+            fix: "--commit $(git rev-parse HEAD), with the release's changes committed".into(),
+        });
+    }
+    if record_of(dir)?.is_some() {
+        return Err(ToolError::Invalid(format!(
+            "{}: {version} is released already ({RELEASES_FILE}); a release never changes (fix: release a new version)",
+            dir.display()
+        )));
+    }
+    let files = read_tree(dir)?;
+    let mut record = format!("  - version: {version}\n    commit: {commit}\n    files:\n");
+    for (path, text) in &files {
+        record.push_str(&format!("      {path}: {}\n", hex(&Sha256::digest(text.as_bytes()))));
+    }
+    let carries_crd = files.keys().any(|p| p == &format!("manifests/{}", super::CRD_FILE));
+    let crd_text = serde_yaml::to_string(crd).expect("JSON values serialise as YAML");
+    if !carries_crd {
+        let relative = format!("{}/{version}.yaml", crate::crds::RELEASED_CRDS_DIR);
+        write(&bundles.join(&relative), &crd_text)?;
+        record.push_str(&format!(
+            "    crd:\n      file: {relative}\n      sha256: {}\n",
+            hex(&Sha256::digest(crd_text.as_bytes()))
+        ));
+    }
+    let out = dist.join(version);
+    let install = super::install::manifests_yaml(dir)?;
+    record.push_str("    dist:\n");
+    for (name, text) in [("crd.yaml", &crd_text), ("install.yaml", &install)] {
+        write(&out.join(name), text)?;
+        record.push_str(&format!("      {name}: {}\n", hex(&Sha256::digest(text.as_bytes()))));
+    }
+    let releases = bundles.join(RELEASES_FILE);
+    let mut text = std::fs::read_to_string(&releases).unwrap_or_else(|_| "releases:\n".into());
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(&record);
+    write(&releases, &text)
+}
+
+fn write(path: &Path, text: &str) -> Result<(), ToolError> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| ToolError::io(parent, e))?;
+    }
+    std::fs::write(path, text).map_err(|e| ToolError::io(path, e))
 }
 
 /// The release record of the bundle directory `dir` (`<bundles>/<version>`), if
@@ -36,15 +123,7 @@ pub fn record_of(dir: &Path) -> Result<Option<Release>, ToolError> {
     let (Some(bundles), Some(version)) = (dir.parent(), dir.file_name().and_then(|n| n.to_str())) else {
         return Ok(None);
     };
-    let file = bundles.join(RELEASES_FILE);
-    let Ok(text) = std::fs::read_to_string(&file) else { return Ok(None) };
-    let record: Record = serde_yaml::from_str(&text).map_err(|e| ToolError::Field {
-        file: file.clone(),
-        field: "releases".into(),
-        message: e.to_string(),
-        fix: "each release needs version, commit and files".into(),
-    })?;
-    Ok(record.releases.into_iter().find(|r| r.version == version))
+    Ok(all(bundles)?.into_iter().find(|r| r.version == version))
 }
 
 /// Checks that `dir` is byte for byte its release; names every file that differs.
@@ -72,7 +151,7 @@ pub fn verify(dir: &Path, release: &Release) -> Result<(), ToolError> {
     )))
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 

@@ -8,5 +8,6 @@ mod catalog_render;
 mod credentials;
 mod dependencies;
 mod generate;
+mod releases;
 mod semver_template;
 mod side_by_side;

@@ -47,7 +47,7 @@ fn olm_v1_gets_a_catalog_and_an_extension_per_major_line_with_its_installer() {
 }
 
 #[test]
-fn olm_v0_gets_a_catalog_source_an_own_namespace_group_and_a_subscription() {
+fn olm_v0_gets_a_catalog_source_an_all_namespaces_group_and_a_subscription() {
     let (_, docs) = manifests(&[
         "--catalog-image",
         "registry.example.com/mo-catalog@sha256:0000000000000000000000000000000000000000000000000000000000000000",
@@ -66,8 +66,13 @@ fn olm_v0_gets_a_catalog_source_an_own_namespace_group_and_a_subscription() {
     );
     assert!(source["spec"]["updateStrategy"].is_null(), "a digest never changes: no polling");
     let group = find(&docs, "OperatorGroup");
-    assert_eq!(group["spec"]["targetNamespaces"], serde_json::json!(["mo-one"]));
+    assert_eq!(
+        group["spec"],
+        serde_json::json!({}),
+        "no target namespaces: AllNamespaces, as the operator watches them all"
+    );
     let sub = find(&docs, "Subscription");
+    assert_eq!(sub["spec"]["installPlanApproval"], "Automatic");
     assert_eq!(sub["spec"]["channel"], "fast-v1.3");
     assert_eq!(sub["spec"]["name"], "model-orchestra-operator");
     assert_eq!(sub["spec"]["source"], source["metadata"]["name"]);
@@ -87,6 +92,27 @@ fn an_image_that_serves_itself_gets_no_extract_content() {
         "--image-serves",
     ]);
     assert!(find(&docs, "CatalogSource")["spec"]["grpcPodConfig"]["extractContent"].is_null());
+}
+
+#[test]
+fn olm_v0_install_plans_of_a_line_may_wait_for_approval_by_hand() {
+    #[rustfmt::skip]
+    let (_, docs) = manifests(&["--catalog-image", "r.example.com/c:v1", "--channel", "stable-v0", "--olm", "v0",
+        "--install-plan-approval", "Manual"]);
+    assert_eq!(find(&docs, "Subscription")["spec"]["installPlanApproval"], "Manual");
+}
+
+#[test]
+fn olm_v1_has_no_install_plan_approval_and_says_so() {
+    #[rustfmt::skip]
+    let out = tool()
+        .args(["subscriptions", "--catalog-image", "r.example.com/c:v1", "--channel", "stable-v1",
+            "--install-plan-approval", "Manual"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("--install-plan-approval") && stderr.contains("no InstallPlans"), "{stderr}");
 }
 
 #[test]

@@ -7,6 +7,11 @@
 # target/releases/<version>/model-orchestra-operator with the commit it came from; a second
 # run is a no-op. Prints the binary's path.
 #
+# When the binary's inputs at the release commit are the working tree's — every source file
+# `make static`'s dep-info lists for it, the crates' manifests and Cargo.lock — the binary
+# `make static` built is the release's (built from the same sources, flags and toolchain),
+# and is taken instead: a release cut from the current code costs no second build.
+#
 #   scripts/released-operator.sh 0.1.0
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,16 +24,37 @@ if [ -x "$out/model-orchestra-operator" ] && [ "$(cat "$out/commit" 2>/dev/null)
   exit 0
 fi
 git -C "$root" cat-file -e "$commit^{commit}" 2>/dev/null || { echo "released-operator: commit $commit ($version) is not in this clone (fetch the full history)" >&2; exit 1; }
+target=${CARGO_TARGET_DIR:-$root/target}
+static_target=x86_64-unknown-linux-gnu
+head_binary=$target/$static_target/release/model-orchestra-operator
+# The files under the checkout the binary was built from (not the build's own outputs).
+inputs_of() {
+  tr ' ' '\n' < "$1" | tail -n +2 | sed -n "s|^$root/||p" | grep -v '^target/' \
+    | while read -r f; do realpath -m --relative-to="$root" "$root/$f"; done | sort -u
+}
+if [ -x "$head_binary" ] && [ -f "$head_binary.d" ]; then
+  inputs=$(inputs_of "$head_binary.d")
+  manifests=$(for d in $(echo "$inputs" | cut -d/ -f1 | sort -u); do [ -f "$root/$d/Cargo.toml" ] && echo "$d/Cargo.toml"; done)
+  # shellcheck disable=SC2086
+  if [ -n "$inputs" ] && git -C "$root" diff --quiet "$commit" -- $inputs $manifests Cargo.toml Cargo.lock \
+    && [ -z "$(cd "$root" && git ls-files --others --exclude-standard -- $inputs)" ] \
+    && [ "$(stat -c %Y "$head_binary")" -ge "$(cd "$root" && stat -c %Y $inputs $manifests Cargo.toml Cargo.lock | sort -n | tail -1)" ]; then
+    mkdir -p "$out"
+    cp "$head_binary" "$out/model-orchestra-operator"
+    echo "$commit" >"$out/commit"
+    echo "released-operator: $version ($commit) has the working tree's sources: make static's binary is its" >&2
+    echo "$out/model-orchestra-operator"
+    exit 0
+  fi
+fi
 src=$root/target/releases/src/$version
 git -C "$root" worktree remove --force "$src" 2>/dev/null || rm -rf "$src"
 git -C "$root" worktree prune
 git -C "$root" worktree add --quiet --detach "$src" "$commit"
-target=${CARGO_TARGET_DIR:-$root/target}
 # The release profile and static target as HEAD's `make static`, so the dependencies both
 # lock files pin are reused rather than rebuilt. The binary lands on HEAD's static one:
 # copy it out, then put HEAD's back.
 start=$SECONDS
-static_target=x86_64-unknown-linux-gnu
 (cd "$src" && CARGO_INCREMENTAL=0 CARGO_TARGET_DIR=$target RUSTFLAGS='-C target-feature=+crt-static' \
   cargo build --quiet --locked --release --target $static_target -p model-orchestra-operator --bin model-orchestra-operator)
 mkdir -p "$out"

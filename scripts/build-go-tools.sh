@@ -61,6 +61,11 @@ settings() {
       local v; v=$(pinned ollama github.com/ollama/ollama)
       echo "tags= ldflags=-s -w -X github.com/ollama/ollama/version.Version=${v#v} -linkmode external -extldflags -static"
       ;;
+    olm-v0)
+      # Upstream's release flags: no cgo, the json1 tag (its sqlite code, unused with cgo off).
+      local v; v=$(pinned olm-v0 github.com/operator-framework/operator-lifecycle-manager)
+      echo "tags=json1 ldflags=-s -w -X github.com/operator-framework/operator-lifecycle-manager/pkg/version.OLMVersion=$v"
+      ;;
     olm)
       local v; v=$(pinned olm github.com/operator-framework/operator-controller)
       echo "tags=containers_image_openpgp ldflags=-s -w -X github.com/operator-framework/operator-controller/internal/shared/version.version=$v"
@@ -90,6 +95,15 @@ extract() {
       src=$(cd "$root/tools/olm" && go mod download -json github.com/operator-framework/operator-controller | sed -n 's/.*"Dir": "\(.*\)",/\1/p')
       cp "$src/config/base/catalogd/crd/bases/olm.operatorframework.io_clustercatalogs.yaml" "$out/"
       cp "$src/config/base/operator-controller/crd/bases/olm.operatorframework.io_clusterextensions.yaml" "$out/"
+      chmod u+w "$out"/*.yaml
+      ;;
+    olm-v0)
+      # OLM v0's quickstart install manifests: its CRDs, and its namespaces, RBAC and
+      # Deployments (local-cluster's olm_v0 module adapts them to the cluster's registry).
+      local src out="$share/olm-v0"
+      mkdir -p "$out"
+      src=$(cd "$root/tools/olm-v0" && go mod download -json github.com/operator-framework/operator-lifecycle-manager | sed -n 's/.*"Dir": "\(.*\)",/\1/p')
+      cp "$src/deploy/upstream/quickstart/crds.yaml" "$src/deploy/upstream/quickstart/olm.yaml" "$out/"
       chmod u+w "$out"/*.yaml
       ;;
   esac

@@ -8,6 +8,7 @@
 #     pushes (and the local cluster's registry), and an independent client to check what was pushed.
 #   - containerd, runc, containernetworking-plugins, iptables, util-linux, iproute2 (Debian):
 #     the local cluster's real node and its namespaces.
+#   - busybox-static (Debian): `cp` in OLM v0's image, as upstream's distroless base has it.
 #   - the real small models the engine tests serve (scripts/test-models.sh, from PyPI).
 #   - the upstream Go programs (etcd, kube-apiserver, kube-controller-manager,
 #     kube-scheduler, kubectl, kwok, …) built from the pinned modules under tools/ into
@@ -50,6 +51,8 @@ command -v containerd >/dev/null || missing+=(containerd)
 command -v runc >/dev/null || missing+=(runc)
 [ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
 command -v iptables >/dev/null || missing+=(iptables)
+# OLM v0's image: its pods run /bin/cp (a static busybox, as upstream's base image links it).
+[ -x /bin/busybox ] || missing+=(busybox-static)
 # A real browser for the HTTP API's status page test (headless, driven over DevTools).
 command -v chromium >/dev/null || missing+=(chromium)
 if ((${#missing[@]})); then

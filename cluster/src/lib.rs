@@ -30,6 +30,7 @@ pub mod kubeconfig;
 pub mod node;
 pub mod nodes;
 pub mod ollama;
+pub mod olm_v0;
 mod operator_image;
 pub mod pki;
 pub mod process;
@@ -127,7 +128,7 @@ impl Default for Options {
         Options {
             nodes: nodes::default_nodes(),
             real_nodes: 1,
-            mirrored_registries: vec!["docker.io".into(), "ghcr.io".into()],
+            mirrored_registries: vec!["docker.io".into(), "ghcr.io".into(), "quay.io".into()],
             controller_qps: 100,
             keep_dir: false,
         }

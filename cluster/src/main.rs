@@ -89,7 +89,7 @@ fn main() -> anyhow::Result<()> {
         println!("  kubectl get nodes -L nvidia.com/gpu.product -L {}", local_cluster::node::REAL_NODE_LABEL);
         if let Some(registry) = &cluster.registry {
             println!(
-                "  real node {}: images from the registry {registry} (also for docker.io and ghcr.io)",
+                "  real node {}: images from the registry {registry} (also for docker.io, ghcr.io and quay.io)",
                 local_cluster::REAL_NODE_NAME
             );
             println!(

@@ -6,7 +6,7 @@
 //! CoreDNS's ([`crate::dns`]) on the node's address, the kubelet's `clusterDNS`. Images are
 //! pulled from the cluster's registry ([`crate::registry`]), which also stands in for the
 //! public registries the cluster mirrors (an air-gapped cluster's set-up), so an image named
-//! `ghcr.io/...` or `docker.io/...` is pulled from there too.
+//! `ghcr.io/...`, `docker.io/...` or `quay.io/...` is pulled from there too.
 //!
 //! Only pods meant for it land there: the node is labelled and tainted
 //! ([`REAL_NODE_LABEL`], [`REAL_NODE_TAINT`]). A namespace whose pods should really run is

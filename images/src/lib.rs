@@ -239,3 +239,64 @@ pub fn ollama_image(binary: &[u8], version: &str, ca_bundle: Option<&[u8]>) -> I
     }
     build(&config, &[files])
 }
+
+/// The programs of OLM v0's image (`quay.io/operator-framework/olm`), built from its pinned
+/// Go module: the two operators and the utilities its pods copy out of the image.
+pub struct OlmBinaries<'a> {
+    /// `/bin/olm`: the olm-operator (CSVs, OperatorGroups).
+    pub olm: &'a [u8],
+    /// `/bin/catalog`: the catalog-operator (CatalogSources, Subscriptions, InstallPlans).
+    pub catalog: &'a [u8],
+    /// `/bin/copy-content`: copies a catalog out of its image (`extractContent`).
+    pub copy_content: &'a [u8],
+    /// `/bin/cpb`: copies a bundle out of its image (the unpack Jobs).
+    pub cpb: &'a [u8],
+    /// `/bin/cp`: a static busybox, as upstream's distroless `:debug` base links it: the
+    /// unpack Jobs run `/bin/cp`, the catalog pods `cp` from `PATH`.
+    pub cp: &'a [u8],
+}
+
+/// The default `PATH` of the distroless images OLM's are built on.
+const DISTROLESS_PATH: &str = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// OLM v0's image, laid out as upstream's (`/bin/olm` the entrypoint, run as user 1001).
+pub fn olm_image(binaries: &OlmBinaries, version: &str) -> Image {
+    let config = ImageConfig {
+        labels: BTreeMap::from([
+            ("org.opencontainers.image.title".to_string(), "olm".to_string()),
+            ("org.opencontainers.image.version".to_string(), version.to_string()),
+        ]),
+        entrypoint: Some(vec!["/bin/olm".into()]),
+        user: Some("1001".into()),
+        env: vec![DISTROLESS_PATH.into()],
+        ..Default::default()
+    };
+    let file = |path: &str, data: &[u8]| File { path: path.into(), mode: 0o755, data: data.to_vec() };
+    build(
+        &config,
+        &[vec![
+            file("bin/olm", binaries.olm),
+            file("bin/catalog", binaries.catalog),
+            file("bin/copy-content", binaries.copy_content),
+            file("bin/cpb", binaries.cpb),
+            file("bin/cp", binaries.cp),
+        ]],
+    )
+}
+
+/// opm's image (`quay.io/operator-framework/opm`), laid out as upstream's: `/bin/opm` the
+/// entrypoint, and `/bin/grpc_health_probe`, which OLM v0 probes catalog pods with.
+pub fn opm_image(opm: &[u8], grpc_health_probe: &[u8], version: &str) -> Image {
+    let config = ImageConfig {
+        labels: BTreeMap::from([
+            ("org.opencontainers.image.title".to_string(), "opm".to_string()),
+            ("org.opencontainers.image.version".to_string(), version.to_string()),
+        ]),
+        entrypoint: Some(vec!["/bin/opm".into()]),
+        user: Some("1001".into()),
+        env: vec![DISTROLESS_PATH.into()],
+        ..Default::default()
+    };
+    let file = |path: &str, data: &[u8]| File { path: path.into(), mode: 0o755, data: data.to_vec() };
+    build(&config, &[vec![file("bin/opm", opm), file("bin/grpc_health_probe", grpc_health_probe)]])
+}

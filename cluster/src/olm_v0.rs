@@ -1,0 +1,248 @@
+//! OLM v0 (operator-lifecycle-manager) as the local cluster offers it: its image and opm's,
+//! built by the project's image code from the pinned modules (`tools/olm-v0`, `tools/opm`,
+//! `tools/grpc-health-probe`) and pushed into the cluster's registry under their upstream
+//! names — `quay.io/operator-framework/olm:<version>` is pulled from there, since the
+//! cluster mirrors quay.io — and its install manifests: the pinned module's quickstart
+//! (`deploy/upstream/quickstart/crds.yaml` and `olm.yaml`, copied into `target/tools/share`
+//! by `scripts/build-go-tools.sh olm-v0`) with what a cluster without the internet changes
+//! ([`install_manifests`]).
+//!
+//! olm-operator and catalog-operator run as pods, as on any cluster: the catalog operator
+//! dials each catalog's registry pod by its Service's DNS name, which only a pod resolves.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::{tools, Cluster, Error};
+
+/// The OLM v0 release `tools/olm-v0` pins, and its image's tag.
+pub const VERSION: &str = "v0.38.0";
+/// The opm release `tools/opm` pins, and its image's tag.
+pub const OPM_VERSION: &str = "v1.73.0";
+/// OLM's image on quay.io (`/bin/olm`, `/bin/catalog` and the utilities its pods copy).
+pub const IMAGE: &str = "quay.io/operator-framework/olm";
+/// opm's image on quay.io (`opm serve` in catalog pods, `opm alpha bundle extract` in unpack Jobs).
+pub const OPM_IMAGE: &str = "quay.io/operator-framework/opm";
+/// The namespace OLM's quickstart installs it in (and its global catalog namespace).
+pub const NAMESPACE: &str = "olm";
+/// Where Debian's busybox-static installs busybox: the image's `/bin/cp`, as upstream's
+/// distroless `:debug` base links busybox's.
+pub const BUSYBOX: &str = "/bin/busybox";
+
+fn failed(what: &str, message: impl std::fmt::Display) -> Error {
+    Error::Start { component: what.into(), message: message.to_string(), log: PathBuf::new(), tail: String::new() }
+}
+
+/// `name:tag` without the registry host (`quay.io/a/b` → `a/b`): the path the cluster's
+/// registry holds a mirrored image at.
+fn mirrored_path(image: &str) -> &str {
+    image.split_once('/').map_or(image, |(_, path)| path)
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, Error> {
+    std::fs::read(path).map_err(|e| Error::io(path, e))
+}
+
+/// Whether an ELF program asks for a dynamic loader (`PT_INTERP`): such a program cannot
+/// run in an image without its libraries.
+fn is_dynamic(elf: &[u8]) -> bool {
+    let u16_at = |o: usize| elf.get(o..o + 2).map_or(0, |b| u16::from_le_bytes([b[0], b[1]]) as usize);
+    let u64_at =
+        |o: usize| elf.get(o..o + 8).map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])) as usize);
+    if elf.get(..4) != Some(b"\x7fELF") {
+        return false;
+    }
+    let (offset, size, count) = (u64_at(0x20), u16_at(0x36), u16_at(0x38));
+    (0..count).any(|i| elf.get(offset + i * size..offset + i * size + 4) == Some(&3u32.to_le_bytes()[..]))
+}
+
+impl Cluster {
+    /// Pushes OLM's image and opm's into the cluster's registry at their quay.io paths;
+    /// returns the names pods use (`quay.io/operator-framework/olm:v0.38.0`, `…/opm:v1.73.0`).
+    pub async fn push_olm_v0_images(&self) -> Result<(String, String), Error> {
+        let registry =
+            self.registry.as_deref().ok_or_else(|| failed("OLM v0's images", "the cluster has no real node"))?;
+        let program = |name: &str| tools::program(name).and_then(|p| read(&p));
+        let cp = read(Path::new(BUSYBOX)).map_err(|_| Error::MissingProgram {
+            name: "busybox-static (Debian), OLM's /bin/cp".into(),
+            path: BUSYBOX.into(),
+        })?;
+        if is_dynamic(&cp) {
+            return Err(failed("OLM v0's image", format!("{BUSYBOX} is linked dynamically: install busybox-static")));
+        }
+        let (olm, catalog, copy_content, cpb) =
+            (program("olm")?, program("catalog")?, program("copy-content")?, program("cpb")?);
+        let binaries =
+            mo_images::OlmBinaries { olm: &olm, catalog: &catalog, copy_content: &copy_content, cpb: &cpb, cp: &cp };
+        let olm_image = (format!("{IMAGE}:{VERSION}"), mo_images::olm_image(&binaries, VERSION));
+        let opm = mo_images::opm_image(&program("opm")?, &program("grpc-health-probe")?, OPM_VERSION);
+        let opm_image = (format!("{OPM_IMAGE}:{OPM_VERSION}"), opm);
+        let options = mo_images::push::PushOptions {
+            access: mo_images::registry::Access { insecure: true, ..Default::default() },
+            force: true,
+            quiet: true,
+        };
+        for (name, image) in [&olm_image, &opm_image] {
+            let reference = format!("{registry}/{}", mirrored_path(name));
+            mo_images::push::push(image, &reference, &options).await.map_err(|e| failed(name, e))?;
+        }
+        Ok((olm_image.0, opm_image.0))
+    }
+}
+
+/// Where `scripts/build-go-tools.sh olm-v0` copies the quickstart manifests.
+fn share() -> PathBuf {
+    tools::share_dir().join("olm-v0")
+}
+
+fn share_file(name: &str) -> Result<String, Error> {
+    let path = share().join(name);
+    std::fs::read_to_string(&path).map_err(|_| Error::MissingProgram {
+        name: format!("OLM v0's {name} (scripts/build-go-tools.sh olm-v0)"),
+        path,
+    })
+}
+
+/// OLM v0's CRDs (CatalogSource, ClusterServiceVersion, InstallPlan, OLMConfig,
+/// OperatorCondition, OperatorGroup, Operator, Subscription), as its quickstart installs them.
+pub fn crds() -> Result<String, Error> {
+    share_file("crds.yaml")
+}
+
+/// The objects of OLM's quickstart `olm.yaml`, changed where a cluster without the internet
+/// must: the images are named by tag instead of upstream's digest (the pushed image is built
+/// here, so its digest is its own); the catalog operator is given the pinned opm image
+/// (upstream's default is `opm:latest`); and two objects are left out — the `packageserver`
+/// CSV (the optional PackageManifest API, which needs `/bin/package-server`, not built) and
+/// the `operatorhubio-catalog` CatalogSource (an image on the internet). Everything else —
+/// namespaces, RBAC, Deployments, the global OperatorGroup — is applied as upstream wrote it.
+pub fn install_manifests() -> Result<Vec<Value>, Error> {
+    adapt(&share_file("olm.yaml")?)
+}
+
+fn adapt(text: &str) -> Result<Vec<Value>, Error> {
+    let image = format!("{IMAGE}:{VERSION}");
+    let mut objects = Vec::new();
+    for document in serde_yaml::Deserializer::from_str(text) {
+        let mut object: Value =
+            serde::Deserialize::deserialize(document).map_err(|e| failed("OLM v0's olm.yaml", e))?;
+        if object.is_null() {
+            continue;
+        }
+        let kind = object["kind"].as_str().unwrap_or_default().to_string();
+        let name = object["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        if (kind.as_str(), name.as_str()) == ("ClusterServiceVersion", "packageserver") || kind == "CatalogSource" {
+            continue;
+        }
+        if kind == "Deployment" {
+            for container in object["spec"]["template"]["spec"]["containers"].as_array_mut().into_iter().flatten() {
+                if container["image"].as_str().is_some_and(|i| i.starts_with(&format!("{IMAGE}@"))) {
+                    container["image"] = image.clone().into();
+                }
+                if let Some(args) = container["args"].as_array_mut() {
+                    for arg in args.iter_mut() {
+                        if arg.as_str().is_some_and(|a| a.trim().starts_with(&format!("{IMAGE}@"))) {
+                            *arg = image.clone().into();
+                        }
+                    }
+                    if name == "catalog-operator" {
+                        args.push(format!("--opmImage={OPM_IMAGE}:{OPM_VERSION}").into());
+                    }
+                }
+            }
+        }
+        objects.push(object);
+    }
+    if !objects.iter().any(|o| o["kind"] == "Deployment" && o["metadata"]["name"] == "catalog-operator") {
+        return Err(failed("OLM v0's olm.yaml", "no catalog-operator Deployment: not the quickstart this code knows"));
+    }
+    Ok(objects)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const QUICKSTART: &str = r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: olm}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: catalog-operator, namespace: olm}
+spec:
+  template:
+    spec:
+      containers:
+      - name: catalog-operator
+        command: [/bin/catalog]
+        args: ['-namespace', olm, -util-image, ' quay.io/operator-framework/olm@sha256:e74b']
+        image: quay.io/operator-framework/olm@sha256:e74b
+---
+apiVersion: operators.coreos.com/v1alpha1
+kind: ClusterServiceVersion
+metadata: {name: packageserver, namespace: olm}
+---
+apiVersion: operators.coreos.com/v1alpha1
+kind: CatalogSource
+metadata: {name: operatorhubio-catalog, namespace: olm}
+"#;
+
+    #[test]
+    fn the_quickstart_names_the_pinned_images_by_tag_and_leaves_out_what_needs_the_internet() {
+        let objects = adapt(QUICKSTART).unwrap();
+        let kinds: Vec<&str> = objects.iter().map(|o| o["kind"].as_str().unwrap()).collect();
+        assert_eq!(kinds, ["Namespace", "Deployment"]);
+        let container = &objects[1]["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(container["image"], "quay.io/operator-framework/olm:v0.38.0");
+        assert_eq!(
+            container["args"],
+            serde_json::json!([
+                "-namespace",
+                "olm",
+                "-util-image",
+                "quay.io/operator-framework/olm:v0.38.0",
+                "--opmImage=quay.io/operator-framework/opm:v1.73.0"
+            ])
+        );
+    }
+
+    #[test]
+    fn the_versions_are_the_ones_the_modules_pin() {
+        let pinned = |module: &str, path: &str| {
+            let go_mod = std::fs::read_to_string(
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools").join(module).join("go.mod"),
+            )
+            .unwrap();
+            go_mod
+                .lines()
+                .find_map(|l| l.trim().strip_prefix(&format!("{path} ")))
+                .map(|v| v.split_whitespace().next().unwrap().to_string())
+        };
+        assert_eq!(
+            pinned("olm-v0", "github.com/operator-framework/operator-lifecycle-manager").as_deref(),
+            Some(VERSION)
+        );
+        assert_eq!(pinned("opm", "github.com/operator-framework/operator-registry").as_deref(), Some(OPM_VERSION));
+    }
+
+    #[test]
+    fn a_program_with_a_dynamic_loader_is_told_apart_from_a_static_one() {
+        let mut elf = vec![0u8; 0x40 + 2 * 56];
+        elf[..4].copy_from_slice(b"\x7fELF");
+        elf[0x20..0x28].copy_from_slice(&0x40u64.to_le_bytes());
+        elf[0x36..0x38].copy_from_slice(&56u16.to_le_bytes());
+        elf[0x38..0x3a].copy_from_slice(&2u16.to_le_bytes());
+        elf[0x40..0x44].copy_from_slice(&1u32.to_le_bytes());
+        assert!(!is_dynamic(&elf), "PT_LOAD only");
+        elf[0x40 + 56..0x40 + 60].copy_from_slice(&3u32.to_le_bytes());
+        assert!(is_dynamic(&elf), "PT_INTERP");
+    }
+
+    #[test]
+    fn a_mirrored_image_is_its_path_without_the_host() {
+        assert_eq!(mirrored_path("quay.io/operator-framework/olm:v0.38.0"), "operator-framework/olm:v0.38.0");
+    }
+}

@@ -3,7 +3,7 @@
 //! (local-cluster, with a real node whose containerd pulls from that registry) with OLM v1,
 //! and the questions it asks of them.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
 use std::future::Future;
 use std::io::{Read, Write};
@@ -18,18 +18,18 @@ use kube::Client;
 use local_cluster::Cluster;
 use serde_json::Value;
 
-use crate::olm::Olm;
+use crate::olm_v1::OlmV1;
 use crate::support::Temp;
 
 /// The programs the drill runs, each checked to exist (`make olm-drill` builds them).
 pub struct Programs {
     pub bundle_tool: PathBuf,
-    /// This tree's operator as a static binary, for the operator image of the 1.0.0 and
-    /// 0.1.1 lines.
+    /// This tree's operator as a static binary, for the operator image of the lines the
+    /// drill releases itself (0.1.1).
     pub static_operator: PathBuf,
-    /// 0.1.0's operator, rebuilt (static) from the commit `bundles/releases.yaml` records
-    /// for it, for the image its released bundle names.
-    pub released_0_1_0: PathBuf,
+    /// Each release's operator, rebuilt (static) from the commit `bundles/releases.yaml`
+    /// records for it, for the image its released bundle names; by version.
+    pub released: BTreeMap<String, PathBuf>,
 }
 
 impl Programs {
@@ -44,38 +44,63 @@ impl Programs {
         };
         let static_operator =
             present(target.join("x86_64-unknown-linux-gnu/release/model-orchestra-operator"), "make static");
-        // scripts/released-operator.sh keeps it under the checkout's target/, with its commit.
-        let released = root().join("target/releases/0.1.0");
-        let released_0_1_0 = present(released.join("model-orchestra-operator"), "scripts/released-operator.sh 0.1.0");
-        let built_from = std::fs::read_to_string(released.join("commit")).unwrap_or_default();
-        let recorded = released_commit("0.1.0");
-        assert_eq!(
-            built_from.trim(),
-            recorded,
-            "{} was built from another commit than bundles/releases.yaml records for 0.1.0: \
-             run scripts/released-operator.sh 0.1.0",
-            released_0_1_0.display()
-        );
-        Programs { bundle_tool, static_operator, released_0_1_0 }
+        let mut released = BTreeMap::new();
+        for (version, recorded) in released_commits() {
+            // scripts/released-operator.sh keeps it under the checkout's target/, with its commit.
+            let dir = root().join("target/releases").join(&version);
+            let how = format!("scripts/released-operator.sh {version}");
+            let binary = present(dir.join("model-orchestra-operator"), &how);
+            let built_from = std::fs::read_to_string(dir.join("commit")).unwrap_or_default();
+            assert_eq!(
+                built_from.trim(),
+                recorded,
+                "{} was built from another commit than bundles/releases.yaml records for {version}: run {how}",
+                binary.display()
+            );
+            released.insert(version, binary);
+        }
+        Programs { bundle_tool, static_operator, released }
     }
 }
 
-/// The checkout (the drill reads bundles/, config/samples/).
+/// The checkout (the drill reads bundles/, catalog/, config/samples/).
 pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace root").to_path_buf()
 }
 
-/// The commit `bundles/releases.yaml` records for a released version.
-fn released_commit(version: &str) -> String {
+/// Every release `bundles/releases.yaml` records, with the commit it was cut from.
+fn released_commits() -> Vec<(String, String)> {
     let path = root().join("bundles/releases.yaml");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let releases: Value = serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     releases["releases"]
         .as_array()
-        .and_then(|r| r.iter().find(|r| r["version"] == version))
-        .and_then(|r| r["commit"].as_str())
-        .unwrap_or_else(|| panic!("{}: no commit recorded for {version}", path.display()))
-        .to_string()
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            let field = |f: &str| r[f].as_str().unwrap_or_else(|| panic!("{}: a release without {f}", path.display()));
+            (field("version").to_string(), field("commit").to_string())
+        })
+        .collect()
+}
+
+/// The bundle image the released catalog (`catalog/configs`) names for `version`
+/// (`ghcr.io/titanml/model-orchestra-operator-bundle:v1.0.0`).
+pub fn released_bundle_image(version: &str) -> String {
+    let path = root().join("catalog/configs/model-orchestra-operator/catalog.yaml");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let name = format!("model-orchestra-operator.v{version}");
+    serde_yaml::Deserializer::from_str(&text)
+        .filter_map(|d| <Value as serde::Deserialize>::deserialize(d).ok())
+        .find(|o| o["schema"] == "olm.bundle" && o["name"] == name)
+        .and_then(|o| o["image"].as_str().map(str::to_string))
+        .unwrap_or_else(|| panic!("{}: the released catalog lists no bundle {name}", path.display()))
+}
+
+/// The path a mirrored image has in the cluster's registry: its name without the registry
+/// host (`ghcr.io/titanml/x:v1` → `titanml/x:v1`).
+fn mirrored_path(image: &str) -> &str {
+    image.split_once('/').map_or(image, |(_, path)| path)
 }
 
 /// Runs `command` with stdout and stderr appended to `log`; on failure, says which command
@@ -118,7 +143,7 @@ pub fn arg(path: &Path) -> &str {
 pub struct Maintainer {
     pub tool: PathBuf,
     static_operator: PathBuf,
-    released_0_1_0: PathBuf,
+    released: BTreeMap<String, PathBuf>,
     /// `127.0.0.1:<port>/model-orchestra-operator`: the images are `<base>`, `<base>-bundle`
     /// and `<base>-catalog`.
     pub base: String,
@@ -180,21 +205,52 @@ impl Maintainer {
         self.push_bundle(version, &bundle);
     }
 
-    /// The operator image 0.1.0's released bundle names (`ghcr.io/titanml/…:v0.1.0`), built
-    /// from 0.1.0's binary and pushed where a cluster that mirrors ghcr.io pulls it from:
-    /// the same path in the cluster's registry. Returns the image the CSV names.
-    pub fn push_released_operator_image(&self, version: &str) -> String {
-        let csv = self.bundles().join(version).join("manifests/model-orchestra-operator.clusterserviceversion.yaml");
+    /// A scratch copy of the checkout's bundles/ (the released bundles, their CRDs and
+    /// records) named `name`, to generate bundles beside.
+    pub fn scratch_bundles(&self, name: &str) -> PathBuf {
+        let dir = self.work.join(name);
+        let copied = Command::new("cp").arg("-r").arg(root().join("bundles")).arg(&dir).status();
+        assert!(copied.is_ok_and(|s| s.success()), "copy bundles/ to {}", dir.display());
+        dir
+    }
+
+    /// The versions `bundles/releases.yaml` records.
+    pub fn released_versions(&self) -> Vec<String> {
+        self.released.keys().cloned().collect()
+    }
+
+    /// A release as it was released, where a cluster mirroring ghcr.io pulls it from: the
+    /// bundle (`bundles/VERSION`, verified against `bundles/releases.yaml` by `bundle build`)
+    /// at the path of the image the released catalog names, and the operator image its CSV
+    /// names (`ghcr.io/titanml/model-orchestra-operator:vVERSION`) built from the release's
+    /// binary. Returns the operator image the CSV names.
+    pub fn push_release(&self, version: &str) -> String {
+        let bundle = format!("{}/{}", self.registry, mirrored_path(&released_bundle_image(version)));
+        let dir = self.bundles().join(version);
+        self.bundle_tool(&format!("release-{version}"), &["bundle", "build", arg(&dir), "--push", &bundle])
+            .unwrap_or_else(|e| panic!("the bundle image of {version} as released: {e}"));
+        let csv = dir.join("manifests/model-orchestra-operator.clusterserviceversion.yaml");
         let text = std::fs::read_to_string(&csv).unwrap_or_else(|e| panic!("{}: {e}", csv.display()));
         let csv: Value = serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", csv.display()));
         let named =
             csv["metadata"]["annotations"]["containerImage"].as_str().expect("the CSV names its image").to_string();
-        let (_, path) = named.split_once('/').expect("a registry and a path");
-        let mirrored = format!("{}/{path}", self.registry);
-        let binary = arg(&self.released_0_1_0).to_string();
+        let mirrored = format!("{}/{}", self.registry, mirrored_path(&named));
+        let binary =
+            arg(self.released.get(version).unwrap_or_else(|| panic!("no released binary of {version}"))).to_string();
         self.bundle_tool(&format!("release-{version}"), &["image", "build", "--binary", &binary, "--push", &mirrored])
             .unwrap_or_else(|e| panic!("the operator image of {version} as released: {e}"));
         named
+    }
+
+    /// The released catalog, `catalog/configs` as checked in, validated, built and pushed as
+    /// `<base>-catalog:<tag>` (`make catalog-build-push` from the checkout).
+    pub fn publish_released_catalog(&self, tag: &str) {
+        let image = self.catalog_image(tag);
+        let configs = root().join("catalog/configs");
+        let log = format!("catalog-{tag}");
+        self.bundle_tool(&log, &["catalog", "validate", arg(&configs)])
+            .and_then(|()| self.bundle_tool(&log, &["catalog", "build", arg(&configs), "--push", &image]))
+            .unwrap_or_else(|e| panic!("the released catalog as {tag}: {e}"));
     }
 
     /// `bundle build DIR --push <base>-bundle:v<VERSION>`.
@@ -204,23 +260,31 @@ impl Maintainer {
             .unwrap_or_else(|e| panic!("the bundle image of {version}: {e}"));
     }
 
-    /// The semver template listing the pushed bundle images of `versions`, rendered to
+    /// The semver template listing the bundle images of `versions`, rendered to
     /// `catalog-<tag>/model-orchestra-operator/catalog.yaml`; returns the catalog directory.
     pub fn render_catalog(&self, tag: &str, versions: &[&str]) -> PathBuf {
         let template = self.work.join(format!("template-{tag}.yaml"));
         let mut text = String::from("schema: olm.semver\ngenerateMajorChannels: true\ngenerateMinorChannels: false\n");
         text.push_str("stable:\n  bundles:\n");
         for v in versions {
-            text.push_str(&format!("  - image: {}-bundle:v{v}\n", self.base));
+            // A release by the name the released catalog gives it; the drill's own in its registry.
+            let image = if self.released.contains_key(*v) {
+                released_bundle_image(v)
+            } else {
+                format!("{}-bundle:v{v}", self.base)
+            };
+            text.push_str(&format!("  - image: {image}\n"));
         }
         std::fs::write(&template, text).expect("write the template");
         let dir = self.work.join(format!("catalog-{tag}"));
         let out = dir.join("model-orchestra-operator/catalog.yaml");
         std::fs::create_dir_all(out.parent().unwrap()).expect("the catalog directory");
-        // No bundles directory: every bundle is read from its pushed image, as OLM will.
-        let (no_bundles, cache) = (self.work.join("no-bundles"), self.work.join("bundle-cache"));
+        // The bundles of the scratch bundles/ are read from it, as `make catalog` reads the
+        // checkout's (the released ones are named ghcr.io/…, which only the cluster mirrors);
+        // any other from its pushed image.
+        let (bundles, cache) = (self.bundles(), self.work.join("bundle-cache"));
         #[rustfmt::skip]
-        let args = ["catalog", "render", arg(&template), "--bundles-dir", arg(&no_bundles), "--cache-dir", arg(&cache),
+        let args = ["catalog", "render", arg(&template), "--bundles-dir", arg(&bundles), "--cache-dir", arg(&cache),
             "-o", arg(&out)];
         self.bundle_tool(&format!("catalog-{tag}"), &args).unwrap_or_else(|e| panic!("catalog render {tag}: {e}"));
         dir
@@ -263,8 +327,11 @@ pub fn line_user(line: &str) -> String {
 /// of every log first.
 pub struct Drill {
     pub maintainer: Maintainer,
+    /// `olm-v1-drill` or `olm-v0-drill`: the prefix of its lines, its scratch directory.
+    name: &'static str,
     started: Instant,
-    olm: Option<Olm>,
+    /// OLM v1's processes (OLM v0 runs as pods of the cluster).
+    olm_v1: Option<OlmV1>,
     cluster: Option<Cluster>,
     client: Option<Client>,
     work: Temp,
@@ -272,12 +339,12 @@ pub struct Drill {
 
 impl Drill {
     /// The programs, a scratch directory and the cluster (whose registry the maintainer
-    /// pushes to); OLM comes with [`Drill::start_olm`].
-    pub async fn start() -> Drill {
+    /// pushes to); OLM v1 comes with [`Drill::start_olm_v1`], OLM v0 is installed on it.
+    pub async fn start(name: &'static str) -> Drill {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let started = Instant::now();
         let programs = Programs::locate();
-        let work = Temp::new("olm-drill");
+        let work = Temp::new(name);
         let logs = work.0.join("logs");
         std::fs::create_dir_all(&logs).expect("the logs directory");
         let bundles = work.0.join("bundles");
@@ -289,13 +356,14 @@ impl Drill {
         let maintainer = Maintainer {
             tool: programs.bundle_tool.clone(),
             static_operator: programs.static_operator.clone(),
-            released_0_1_0: programs.released_0_1_0.clone(),
+            released: programs.released.clone(),
             base: format!("{registry}/model-orchestra-operator"),
             registry,
             work: work.0.clone(),
             logs,
         };
-        let drill = Drill { maintainer, started, olm: None, cluster: Some(cluster), client: Some(client), work };
+        let drill =
+            Drill { maintainer, name, started, olm_v1: None, cluster: Some(cluster), client: Some(client), work };
         drill.step(&format!(
             "cluster up with a real node; registry {}; audit log {}",
             drill.maintainer.registry,
@@ -305,13 +373,13 @@ impl Drill {
     }
 
     /// OLM v1 on the cluster (catalogd, operator-controller, in its namespaces).
-    pub async fn start_olm(&mut self) {
-        let olm = Olm::start(self).await;
+    pub async fn start_olm_v1(&mut self) {
+        let olm = OlmV1::start(self).await;
         self.step(&format!(
             "OLM v1 up (catalogd serves on 127.0.0.1:{} in the cluster's namespace)",
             olm.catalogs_port
         ));
-        self.olm = Some(olm);
+        self.olm_v1 = Some(olm);
     }
 
     pub fn cluster(&self) -> &Cluster {
@@ -332,7 +400,7 @@ impl Drill {
 
     /// Prints a step, with the seconds since the drill began.
     pub fn step(&self, what: &str) {
-        eprintln!("olm-drill [{} s]: {what}", self.started.elapsed().as_secs());
+        eprintln!("{} [{} s]: {what}", self.name, self.started.elapsed().as_secs());
     }
 
     pub fn elapsed(&self) -> Duration {
@@ -424,7 +492,7 @@ impl Drill {
 
     fn check_alive(&self, waiting_for: &str) {
         let mut exited = vec![];
-        if let Some(olm) = &self.olm {
+        if let Some(olm) = &self.olm_v1 {
             exited.extend(olm.exited());
         }
         if let Some((name, status)) = exited.first() {
@@ -512,7 +580,7 @@ impl Drop for Drill {
                 eprintln!("--- {}\n{}", log.display(), local_cluster::tail(&log, 25));
             }
         }
-        self.olm.take();
+        self.olm_v1.take();
         self.cluster.take();
     }
 }

@@ -2,8 +2,8 @@
 //! cluster's namespaces, beside its other controllers (the API server calls catalogd's
 //! webhook on that namespace's loopback), with what a cluster would give them: catalogd's TLS
 //! certificate, its CA for operator-controller and for the webhook, the cluster's registry
-//! marked insecure in `registries.conf` under a HOME of their own, and caches in the scratch
-//! directory.
+//! marked insecure in `registries.conf` under a HOME of their own — and standing in for
+//! ghcr.io there, as an air-gapped cluster's mirror — and caches in the scratch directory.
 
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::Mutex;
@@ -16,24 +16,28 @@ use serde_json::json;
 
 use crate::drill::Drill;
 
-pub struct Olm {
+pub struct OlmV1 {
     /// Where catalogd serves catalogs (127.0.0.1).
     pub catalogs_port: u16,
     /// Stopped in reverse start order.
     processes: Mutex<Vec<(&'static str, Supervised)>>,
 }
 
-impl Olm {
-    pub async fn start(drill: &Drill) -> Olm {
+impl OlmV1 {
+    pub async fn start(drill: &Drill) -> OlmV1 {
         let work = drill.work();
         // OLM reads insecure registries from registries.conf under HOME, never from the env.
         let home = work.join("home");
         let containers = home.join(".config/containers");
         std::fs::create_dir_all(&containers).expect("HOME for OLM");
         let registry = drill.maintainer.base.split('/').next().expect("the registry's address");
+        // The released bundles are named ghcr.io/…, which the cluster's registry mirrors.
         std::fs::write(
             containers.join("registries.conf"),
-            format!("[[registry]]\nlocation = \"{registry}\"\ninsecure = true\n"),
+            format!(
+                "[[registry]]\nlocation = \"{registry}\"\ninsecure = true\n\n\
+                 [[registry]]\nprefix = \"ghcr.io\"\nlocation = \"{registry}\"\ninsecure = true\n"
+            ),
         )
         .expect("registries.conf");
         std::fs::write(containers.join("policy.json"), r#"{"default":[{"type":"insecureAcceptAnything"}]}"#)
@@ -90,7 +94,7 @@ impl Olm {
         for (name, command) in [("catalogd", catalogd), ("operator-controller", operator_controller)] {
             processes.push((name, spawn_logged(drill, name, command)));
         }
-        let olm = Olm { catalogs_port, processes: Mutex::new(processes) };
+        let olm = OlmV1 { catalogs_port, processes: Mutex::new(processes) };
 
         // catalogd's mutating webhook labels each ClusterCatalog with its name (what the
         // ClusterExtensions select by); registered by URL, as catalogd runs out of cluster.
@@ -142,7 +146,7 @@ impl Olm {
     }
 }
 
-impl Drop for Olm {
+impl Drop for OlmV1 {
     fn drop(&mut self) {
         let mut processes = self.processes.lock().expect("processes lock");
         while let Some((_, mut process)) = processes.pop() {

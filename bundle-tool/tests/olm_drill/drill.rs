@@ -90,9 +90,10 @@ pub fn released_bundle_image(version: &str) -> String {
     let path = root().join("catalog/configs/model-orchestra-operator/catalog.yaml");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let name = format!("model-orchestra-operator.v{version}");
-    serde_yaml::Deserializer::from_str(&text)
+    let bundle = serde_yaml::Deserializer::from_str(&text)
         .filter_map(|d| <Value as serde::Deserialize>::deserialize(d).ok())
-        .find(|o| o["schema"] == "olm.bundle" && o["name"] == name)
+        .find(|o| o["schema"] == "olm.bundle" && o["name"] == name);
+    bundle
         .and_then(|o| o["image"].as_str().map(str::to_string))
         .unwrap_or_else(|| panic!("{}: the released catalog lists no bundle {name}", path.display()))
 }

@@ -2,7 +2,6 @@
 //! catalog, upgrade the v0 line to 0.1.1, and a catalog that would break a line never
 //! reaches the registry.
 
-use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DynamicObject};
 use serde_json::Value;
 

@@ -98,13 +98,23 @@ extract() {
       chmod u+w "$out"/*.yaml
       ;;
     olm-v0)
-      # OLM v0's quickstart install manifests: its CRDs, and its namespaces, RBAC and
-      # Deployments (local-cluster's olm_v0 module adapts them to the cluster's registry).
-      local src out="$share/olm-v0"
+      # OLM v0's install manifests as its release makes them (scripts/package_release.sh:
+      # `helm template` of deploy/chart with deploy/upstream/values.yaml), with its images by
+      # tag and the pinned opm (local-cluster's olm_v0 module leaves out what needs the
+      # internet), and its CRDs (deploy/chart/crds). helm comes from tools/operator-sdk.
+      build_module operator-sdk
+      local src out="$share/olm-v0" v opm helm_home
+      v=$(pinned olm-v0 github.com/operator-framework/operator-lifecycle-manager)
+      opm=$(pinned opm github.com/operator-framework/operator-registry)
       mkdir -p "$out"
       src=$(cd "$root/tools/olm-v0" && go mod download -json github.com/operator-framework/operator-lifecycle-manager | sed -n 's/.*"Dir": "\(.*\)",/\1/p')
-      cp "$src/deploy/upstream/quickstart/crds.yaml" "$src/deploy/upstream/quickstart/olm.yaml" "$out/"
-      chmod u+w "$out"/*.yaml
+      helm_home=$(mktemp -d)
+      HELM_CACHE_HOME=$helm_home HELM_CONFIG_HOME=$helm_home HELM_DATA_HOME=$helm_home \
+        "$bin/helm" template olm "$src/deploy/chart" --namespace olm -f "$src/deploy/upstream/values.yaml" \
+        --set "olm.image.ref=quay.io/operator-framework/olm:$v,catalog.image.ref=quay.io/operator-framework/olm:$v,package.image.ref=quay.io/operator-framework/olm:$v" \
+        --set-string "catalog.opmImageArgs=--opmImage=quay.io/operator-framework/opm:$opm" >"$out/olm.yaml"
+      rm -rf "$helm_home"
+      for f in "$src"/deploy/chart/crds/*.yaml; do echo "---"; cat "$f"; done >"$out/crds.yaml"
       ;;
   esac
 }
@@ -156,11 +166,20 @@ build_module() {
   local key
   local native=; [ "$name" = ollama ] && native="$CPU_FLAGS $LLAMA_CPP_PYTHON"
   key=$(cat "$dir/go.mod" "$dir/go.sum" <(echo "$s" "$(go version)" "$CGO_ENABLED" $native) | sha256sum | cut -c1-16)
+  # What a module leaves in share/ has a stamp of its own, with how it is made: a change
+  # there makes it again without building the programs again.
+  local extract_key
+  extract_key=$(cat "$dir/go.mod" "$dir/go.sum" <(declare -f extract) | sha256sum | cut -c1-16)
   local programs
   programs=$(tools_of "$dir")
   local all_present=1 f
   for f in $(outputs "$name" "$programs"); do [ -e "$f" ] || all_present=0; done
   if [ "$all_present" = 1 ] && [ "$(cat "$stamps/$name" 2>/dev/null)" = "$key" ]; then
+    if [ "$(cat "$stamps/$name.share" 2>/dev/null)" != "$extract_key" ]; then
+      extract "$name"
+      echo "$extract_key" > "$stamps/$name.share"
+      built_any=1
+    fi
     return 0
   fi
   echo "build-go-tools: building tools/$name ($(echo "$programs" | xargs -rn1 basename | tr '\n' ' '))" >&2
@@ -183,6 +202,7 @@ build_module() {
   fi
   extract "$name"
   echo "$key" > "$stamps/$name"
+  echo "$extract_key" > "$stamps/$name.share"
   echo "build-go-tools: tools/$name built in $((SECONDS - start)) s" >&2
   built_any=1
 }

@@ -2,10 +2,12 @@
 //! built by the project's image code from the pinned modules (`tools/olm-v0`, `tools/opm`,
 //! `tools/grpc-health-probe`) and pushed into the cluster's registry under their upstream
 //! names — `quay.io/operator-framework/olm:<version>` is pulled from there, since the
-//! cluster mirrors quay.io — and its install manifests: the pinned module's quickstart
-//! (`deploy/upstream/quickstart/crds.yaml` and `olm.yaml`, copied into `target/tools/share`
-//! by `scripts/build-go-tools.sh olm-v0`) with what a cluster without the internet changes
-//! ([`install_manifests`]).
+//! cluster mirrors quay.io — and its install manifests as its release makes them: `helm
+//! template` of the pinned module's chart with its upstream values, and its CRDs (rendered
+//! and copied into `target/tools/share/olm-v0` by `scripts/build-go-tools.sh olm-v0`), less
+//! what a cluster without the internet cannot run ([`install_manifests`]). (The module's
+//! `deploy/upstream/quickstart` is older than its code: its catalog operator flags are
+//! refused by v0.38.0's command, its CatalogSource CRD has no `grpcPodConfig`.)
 //!
 //! olm-operator and catalog-operator run as pods, as on any cluster: the catalog operator
 //! dials each catalog's registry pod by its Service's DNS name, which only a pod resolves.
@@ -105,57 +107,41 @@ fn share_file(name: &str) -> Result<String, Error> {
 }
 
 /// OLM v0's CRDs (CatalogSource, ClusterServiceVersion, InstallPlan, OLMConfig,
-/// OperatorCondition, OperatorGroup, Operator, Subscription), as its quickstart installs them.
+/// OperatorCondition, OperatorGroup, Operator, Subscription), from its chart.
 pub fn crds() -> Result<String, Error> {
     share_file("crds.yaml")
 }
 
-/// The objects of OLM's quickstart `olm.yaml`, changed where a cluster without the internet
-/// must: the images are named by tag instead of upstream's digest (the pushed image is built
-/// here, so its digest is its own); the catalog operator is given the pinned opm image
-/// (upstream's default is `opm:latest`); and two objects are left out — the `packageserver`
-/// CSV (the optional PackageManifest API, which needs `/bin/package-server`, not built) and
-/// the `operatorhubio-catalog` CatalogSource (an image on the internet). Everything else —
-/// namespaces, RBAC, Deployments, the global OperatorGroup — is applied as upstream wrote it.
+/// The objects of OLM's release manifests (its chart rendered with its upstream values, the
+/// images named by tag — the pushed images are built here, so their digests are their own —
+/// and the pinned opm image, as its release sets it), less two: the `packageserver` CSV (the
+/// optional PackageManifest API, which needs `/bin/package-server`, not built) and the
+/// `operatorhubio-catalog` CatalogSource (an image on the internet). Everything else —
+/// namespaces with their Pod Security labels, RBAC, network policies, OLMConfig, Services,
+/// Deployments, OperatorGroups — is applied as upstream's release has it.
 pub fn install_manifests() -> Result<Vec<Value>, Error> {
     adapt(&share_file("olm.yaml")?)
 }
 
 fn adapt(text: &str) -> Result<Vec<Value>, Error> {
-    let image = format!("{IMAGE}:{VERSION}");
     let mut objects = Vec::new();
     for document in serde_yaml::Deserializer::from_str(text) {
-        let mut object: Value =
-            serde::Deserialize::deserialize(document).map_err(|e| failed("OLM v0's olm.yaml", e))?;
-        if object.is_null() {
+        let object: Value = serde::Deserialize::deserialize(document).map_err(|e| failed("OLM v0's olm.yaml", e))?;
+        let packageserver = object["kind"] == "ClusterServiceVersion" && object["metadata"]["name"] == "packageserver";
+        if object.is_null() || packageserver || object["kind"] == "CatalogSource" {
             continue;
-        }
-        let kind = object["kind"].as_str().unwrap_or_default().to_string();
-        let name = object["metadata"]["name"].as_str().unwrap_or_default().to_string();
-        if (kind.as_str(), name.as_str()) == ("ClusterServiceVersion", "packageserver") || kind == "CatalogSource" {
-            continue;
-        }
-        if kind == "Deployment" {
-            for container in object["spec"]["template"]["spec"]["containers"].as_array_mut().into_iter().flatten() {
-                if container["image"].as_str().is_some_and(|i| i.starts_with(&format!("{IMAGE}@"))) {
-                    container["image"] = image.clone().into();
-                }
-                if let Some(args) = container["args"].as_array_mut() {
-                    for arg in args.iter_mut() {
-                        if arg.as_str().is_some_and(|a| a.trim().starts_with(&format!("{IMAGE}@"))) {
-                            *arg = image.clone().into();
-                        }
-                    }
-                    if name == "catalog-operator" {
-                        args.push(format!("--opmImage={OPM_IMAGE}:{OPM_VERSION}").into());
-                    }
-                }
-            }
         }
         objects.push(object);
     }
-    if !objects.iter().any(|o| o["kind"] == "Deployment" && o["metadata"]["name"] == "catalog-operator") {
-        return Err(failed("OLM v0's olm.yaml", "no catalog-operator Deployment: not the quickstart this code knows"));
+    let image = format!("{IMAGE}:{VERSION}");
+    let deployments: Vec<&Value> = objects.iter().filter(|o| o["kind"] == "Deployment").collect();
+    let images: Vec<&str> =
+        deployments.iter().filter_map(|d| d["spec"]["template"]["spec"]["containers"][0]["image"].as_str()).collect();
+    if deployments.len() != 2 || images.iter().any(|i| *i != image) {
+        return Err(failed(
+            "OLM v0's olm.yaml",
+            format!("expected the olm-operator and catalog-operator Deployments of {image}, found {images:?}"),
+        ));
     }
     Ok(objects)
 }
@@ -164,22 +150,25 @@ fn adapt(text: &str) -> Result<Vec<Value>, Error> {
 mod tests {
     use super::*;
 
-    const QUICKSTART: &str = r#"
+    /// The shape of OLM's rendered chart: its namespace, Deployments, and the two objects
+    /// left out.
+    const RELEASE: &str = r#"
+---
+# Source: olm/templates/0000_50_olm_00-namespace.yaml
 apiVersion: v1
 kind: Namespace
-metadata: {name: olm}
+metadata: {name: olm, labels: {pod-security.kubernetes.io/enforce: restricted}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: olm-operator, namespace: olm}
+spec: {template: {spec: {containers: [{name: olm-operator, image: "quay.io/operator-framework/olm:v0.38.0"}]}}}
 ---
 apiVersion: apps/v1
 kind: Deployment
 metadata: {name: catalog-operator, namespace: olm}
-spec:
-  template:
-    spec:
-      containers:
-      - name: catalog-operator
-        command: [/bin/catalog]
-        args: ['-namespace', olm, -util-image, ' quay.io/operator-framework/olm@sha256:e74b']
-        image: quay.io/operator-framework/olm@sha256:e74b
+spec: {template: {spec: {containers: [{name: catalog-operator, image: "quay.io/operator-framework/olm:v0.38.0",
+  args: [--namespace, olm, --opmImage=quay.io/operator-framework/opm:v1.73.0]}]}}}
 ---
 apiVersion: operators.coreos.com/v1alpha1
 kind: ClusterServiceVersion
@@ -191,22 +180,17 @@ metadata: {name: operatorhubio-catalog, namespace: olm}
 "#;
 
     #[test]
-    fn the_quickstart_names_the_pinned_images_by_tag_and_leaves_out_what_needs_the_internet() {
-        let objects = adapt(QUICKSTART).unwrap();
+    fn the_release_manifests_leave_out_the_packageserver_and_the_internets_catalog() {
+        let objects = adapt(RELEASE).unwrap();
         let kinds: Vec<&str> = objects.iter().map(|o| o["kind"].as_str().unwrap()).collect();
-        assert_eq!(kinds, ["Namespace", "Deployment"]);
-        let container = &objects[1]["spec"]["template"]["spec"]["containers"][0];
-        assert_eq!(container["image"], "quay.io/operator-framework/olm:v0.38.0");
-        assert_eq!(
-            container["args"],
-            serde_json::json!([
-                "-namespace",
-                "olm",
-                "-util-image",
-                "quay.io/operator-framework/olm:v0.38.0",
-                "--opmImage=quay.io/operator-framework/opm:v1.73.0"
-            ])
-        );
+        assert_eq!(kinds, ["Namespace", "Deployment", "Deployment"]);
+    }
+
+    #[test]
+    fn manifests_of_another_olm_image_are_refused_naming_what_was_found() {
+        let other = RELEASE.replacen("olm:v0.38.0", "olm@sha256:e74b", 1);
+        let err = adapt(&other).unwrap_err().to_string();
+        assert!(err.contains("olm@sha256:e74b") && err.contains("olm:v0.38.0"), "{err}");
     }
 
     #[test]

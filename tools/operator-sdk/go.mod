@@ -1,6 +1,8 @@
 // The real operator-sdk, the oracle for bundle-tool's bundle checks:
-// `operator-sdk bundle validate --select-optional suite=operatorframework`.
-// scripts/build-go-tools.sh builds it into target/tools/bin.
+// `operator-sdk bundle validate --select-optional suite=operatorframework`; and helm, of the
+// same module graph (operator-sdk links helm's libraries, so it costs little more), which
+// renders OLM v0's chart into its install manifests as OLM's release does.
+// scripts/build-go-tools.sh builds them into target/tools/bin.
 module github.com/titanml/model-orchestra/tools/operator-sdk
 
 go 1.26.3
@@ -10,7 +12,10 @@ go 1.26.3
 // scaffolding plugin, nothing `bundle validate` runs.
 replace github.com/operator-framework/ansible-operator-plugins => github.com/operator-framework/ansible-operator-plugins v1.42.2
 
-tool github.com/operator-framework/operator-sdk/cmd/operator-sdk
+tool (
+	github.com/operator-framework/operator-sdk/cmd/operator-sdk
+	helm.sh/helm/v3/cmd/helm
+)
 
 require (
 	cel.dev/expr v0.25.1 // indirect
@@ -23,6 +28,7 @@ require (
 	github.com/Masterminds/semver/v3 v3.4.0 // indirect
 	github.com/Masterminds/sprig/v3 v3.3.0 // indirect
 	github.com/Masterminds/squirrel v1.5.4 // indirect
+	github.com/Masterminds/vcs v1.13.3 // indirect
 	github.com/Microsoft/go-winio v0.6.2 // indirect
 	github.com/Microsoft/hcsshim v0.13.0 // indirect
 	github.com/VividCortex/ewma v1.2.0 // indirect
@@ -47,6 +53,7 @@ require (
 	github.com/containerd/typeurl/v2 v2.2.3 // indirect
 	github.com/containers/libtrust v0.0.0-20230121012942-c1716e8a8d01 // indirect
 	github.com/containers/ocicrypt v1.2.1 // indirect
+	github.com/cpuguy83/go-md2man/v2 v2.0.7 // indirect
 	github.com/cyberphone/json-canonicalization v0.0.0-20241213102144-19d51d7fe467 // indirect
 	github.com/cyphar/filepath-securejoin v0.6.1 // indirect
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
@@ -81,6 +88,7 @@ require (
 	github.com/gobuffalo/envy v1.6.5 // indirect
 	github.com/gobuffalo/flect v1.0.3 // indirect
 	github.com/gobwas/glob v0.2.3 // indirect
+	github.com/gofrs/flock v0.12.1 // indirect
 	github.com/gogo/protobuf v1.3.2 // indirect
 	github.com/golang-migrate/migrate/v4 v4.19.0 // indirect
 	github.com/golang/groupcache v0.0.0-20241129210726-2c02b8208cf8 // indirect

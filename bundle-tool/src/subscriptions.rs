@@ -15,9 +15,11 @@ use crate::image::registry::has_tag_or_digest;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Approval {
     /// Every install and upgrade as soon as it is resolved.
+    #[value(name = "Automatic", alias = "automatic")]
     Automatic,
     /// Each waits until someone sets the InstallPlan's `spec.approved: true` (OLM v0 makes
     /// every InstallPlan of the namespace manual then, the first install's too).
+    #[value(name = "Manual", alias = "manual")]
     Manual,
 }
 

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service, ServiceAccount};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::ResourceExt;
 use serde_json::{json, Value};
@@ -47,18 +48,34 @@ pub fn the_admin_applies_the_shared_crd(d: &Drill) {
     d.kubectl(&["apply", "--server-side", "-f", "-"], Some(&crds));
 }
 
-/// `from the Subscription to the pod Ready: v0 N s, v1 M s`, from when the admin subscribed
-/// and when each line's pod was Ready (seconds since the drill began).
-pub fn subscription_to_ready(subscribed: u64, ready: &[(&str, u64)]) -> String {
-    let each: Vec<String> = ready.iter().map(|(line, at)| format!("{line} {} s", at - subscribed)).collect();
-    format!("from the subscriptions to each line's operator pod Ready: {}", each.join(", "))
+/// The seconds from when the admin's object for each line was created (a Subscription, a
+/// ClusterExtension: `created`, by line) to when its operator's pod became Ready, from the
+/// objects' own timestamps: `from … to each line's operator pod Ready: v0 N s, v1 M s`.
+pub fn subscription_to_ready(what: &str, created: &[(&str, Time)], ready: &[(&'static str, Pod)]) -> String {
+    let each: Vec<String> = ready
+        .iter()
+        .map(|(line, pod)| {
+            let became = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+                .and_then(|c| c.last_transition_time.clone());
+            let since = created.iter().find(|(l, _)| l == line).map(|(_, t)| t.0);
+            match (since, became) {
+                (Some(since), Some(at)) => format!("{line} {} s", at.0.duration_since(since).as_secs()),
+                _ => format!("{line} ?"),
+            }
+        })
+        .collect();
+    format!("from the {what} to each line's operator pod Ready: {}", each.join(", "))
 }
 
 /// Each line's operator runs in the pod of the Deployment OLM made from its CSV, under the
-/// ServiceAccount OLM made, on the real node, and passes its readiness probe. Returns when
-/// each line's pod was Ready, in seconds since the drill began.
-pub async fn each_lines_operator_runs_in_the_pod_olm_made(d: &Drill) -> Vec<(&'static str, u64)> {
-    let mut ready_at = Vec::new();
+/// ServiceAccount OLM made, on the real node, and passes its readiness probe. Returns each
+/// line's pod.
+pub async fn each_lines_operator_runs_in_the_pod_olm_made(d: &Drill) -> Vec<(&'static str, Pod)> {
+    let mut ready = Vec::new();
     for line in ["v0", "v1"] {
         let (namespace, name) = (format!("model-orchestra-{line}"), format!("model-orchestra-operator-{line}"));
         Api::<Deployment>::namespaced(d.client(), &namespace)
@@ -91,7 +108,6 @@ pub async fn each_lines_operator_runs_in_the_pod_olm_made(d: &Drill) -> Vec<(&'s
                 }
             })
             .await;
-        ready_at.push((line, d.elapsed().as_secs()));
         let spec = pod.spec.clone().unwrap_or_default();
         assert_eq!(spec.service_account_name.as_deref(), Some(name.as_str()), "the {line} pod's ServiceAccount");
         assert_eq!(
@@ -101,8 +117,9 @@ pub async fn each_lines_operator_runs_in_the_pod_olm_made(d: &Drill) -> Vec<(&'s
         );
         let image = spec.containers.first().and_then(|c| c.image.clone()).unwrap_or_default();
         d.step(&format!("the {line} operator runs in its pod {} from {image}", pod.name_any()));
+        ready.push((line, pod));
     }
-    ready_at
+    ready
 }
 
 /// The RBAC OLM made from each CSV, as the API server's authorizer answers for each line's

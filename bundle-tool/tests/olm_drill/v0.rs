@@ -43,14 +43,14 @@ async fn two_operator_lines_live_side_by_side_under_a_real_olm_v0() {
     //    one subscription per line, the v0 line's approved by hand.
     the_admin_pins_the_operators_namespaces_to_the_real_node(&d).await;
     the_admin_applies_the_shared_crd(&d);
-    let subscribed = d.elapsed().as_secs();
     the_admin_subscribes(&d, "v1.0.0", "stable-v0", Some("Manual"));
     the_admin_subscribes(&d, "v1.0.0", "stable-v1", None);
     each_catalog_is_served_by_a_registry_pod_on_the_real_node(&d).await;
     let plan = the_install_plan_waits_for_approval(&d, "v0", "model-orchestra-operator.v0.1.0").await;
     the_admin_approves(&d, "v0", &plan);
     let ready = olm_installs_both_lines(&d, [("v0", "0.1.0"), ("v1", "1.0.0")]).await;
-    d.step(&subscription_to_ready(subscribed, &ready));
+    let created = [("v0", subscription_created(&d, "v0").await), ("v1", subscription_created(&d, "v1").await)];
+    d.step(&subscription_to_ready("Subscriptions (v0's approval included)", &created, &ready));
     each_bundle_was_unpacked_by_a_job_on_the_real_node(&d).await;
     each_line_gets_the_rbac_its_csv_asks_for(&d).await;
 
@@ -95,10 +95,12 @@ async fn two_operator_lines_live_side_by_side_under_a_real_olm_v0() {
         .await
         .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
     for (rule, finding) in &refused {
-        d.step(&format!("bundle-tool refused ({rule}): {}…", finding.chars().take(180).collect::<String>()));
+        // Without the path the finding starts with.
+        let said = finding.split_once(": error: ").map_or(finding.as_str(), |(_, f)| f);
+        let said = said.split_once(&format!("[{rule}]: ")).map_or(said, |(_, f)| f);
+        d.step(&format!("bundle-tool refused ({rule}): {}…", said.chars().take(240).collect::<String>()));
     }
-    olm_v0_fails_the_install_plans_of_crds_that_would_lose_or_refuse_objects(&d).await;
-    olm_v0_fails_the_second_csv_owning_an_api_another_line_owns(&d).await;
+    olm_v0_refuses_them_in_its_own_words(&d).await;
     nothing_of_the_installed_lines_is_lost(&d, &kept).await;
 
     // 6. Uninstalling a line: its Subscription and CSV deleted.
@@ -189,24 +191,30 @@ async fn each_catalog_is_served_by_a_registry_pod_on_the_real_node(d: &Drill) {
 /// approval (`Manual`); its name.
 async fn the_install_plan_waits_for_approval(d: &Drill, line: &str, csv: &str) -> String {
     let plans = olm_api(d, &line_namespace(line), "InstallPlan", "installplans");
+    let subscriptions = olm_api(d, &line_namespace(line), "Subscription", "subscriptions");
+    let subscription = format!("model-orchestra-operator-{line}");
     let plan = d
         .wait_until(180, &format!("an InstallPlan for {csv} waits for approval"), || async {
             let list = plans.list(&ListParams::default()).await.map_err(|e| e.to_string())?;
             let names = |p: &DynamicObject| p.data["spec"]["clusterServiceVersionNames"].to_string();
-            match list.items.iter().find(|p| names(p).contains(&format!("\"{csv}\""))) {
-                Some(p) if p.data["status"]["phase"] == "RequiresApproval" => Ok(p.clone()),
-                Some(p) => Err(format!("{} is {}", p.name_any(), p.data["status"]["phase"])),
-                None => Err(format!("plans: {:?}", list.items.iter().map(names).collect::<Vec<_>>())),
+            let plan = match list.items.iter().find(|p| names(p).contains(&format!("\"{csv}\""))) {
+                Some(p) if p.data["status"]["phase"] == "RequiresApproval" => p.clone(),
+                Some(p) => return Err(format!("{} is {}", p.name_any(), p.data["status"]["phase"])),
+                None => return Err(format!("plans: {:?}", list.items.iter().map(names).collect::<Vec<_>>())),
+            };
+            // The Subscription says so once the catalog operator has seen the plan.
+            let sub = subscriptions.get(&subscription).await.map_err(|e| e.to_string())?;
+            match sub.data["status"]["state"].as_str() {
+                Some("UpgradePending") => Ok(plan),
+                state => Err(format!("{} waits for approval; the Subscription is {state:?}", plan.name_any())),
             }
         })
         .await;
     assert_eq!(plan.data["spec"]["approved"], false, "a Manual InstallPlan is not approved");
-    let subscription = olm_api(d, &line_namespace(line), "Subscription", "subscriptions")
-        .get(&format!("model-orchestra-operator-{line}"))
-        .await
-        .expect("the Subscription");
-    assert_eq!(subscription.data["status"]["state"], "UpgradePending", "{}", subscription.data["status"]);
-    d.step(&format!("{}: {csv} waits for approval (RequiresApproval)", plan.name_any()));
+    d.step(&format!(
+        "{}: {csv} waits for approval (RequiresApproval, the Subscription UpgradePending)",
+        plan.name_any()
+    ));
     plan.name_any()
 }
 
@@ -215,6 +223,15 @@ fn the_admin_approves(d: &Drill, line: &str, plan: &str) {
     let namespace = line_namespace(line);
     #[rustfmt::skip]
     d.kubectl(&["-n", &namespace, "patch", "installplan", plan, "--type", "merge", "-p", r#"{"spec":{"approved":true}}"#], None);
+}
+
+/// When `line`'s Subscription was created.
+async fn subscription_created(d: &Drill, line: &str) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
+    let subscription = olm_api(d, &line_namespace(line), "Subscription", "subscriptions")
+        .get(&format!("model-orchestra-operator-{line}"))
+        .await
+        .expect("the Subscription");
+    subscription.metadata.creation_timestamp.expect("a creation time")
 }
 
 /// The CSV `name` of `line`'s namespace.
@@ -242,14 +259,21 @@ async fn wait_succeeded(d: &Drill, line: &str, version: &str) -> DynamicObject {
 
 /// OLM installs each line's bundle: its CSV Succeeds (no conflict: neither CSV provides an
 /// API, the CRD is shared), and each line's operator runs in the pod OLM's Deployment made.
-async fn olm_installs_both_lines(d: &Drill, lines: [(&str, &str); 2]) -> Vec<(&'static str, u64)> {
+async fn olm_installs_both_lines(d: &Drill, lines: [(&str, &str); 2]) -> Vec<(&'static str, Pod)> {
     for (line, version) in lines {
         let csv = wait_succeeded(d, line, version).await;
-        let installed = olm_api(d, &line_namespace(line), "Subscription", "subscriptions")
-            .get(&format!("model-orchestra-operator-{line}"))
-            .await
-            .expect("the Subscription");
-        assert_eq!(installed.data["status"]["installedCSV"], csv.name_any());
+        let subscriptions = olm_api(d, &line_namespace(line), "Subscription", "subscriptions");
+        let name = format!("model-orchestra-operator-{line}");
+        d.wait_until(60, &format!("the {line} line's Subscription names {} installed", csv.name_any()), || async {
+            let sub = subscriptions.get(&name).await.map_err(|e| e.to_string())?;
+            let installed = &sub.data["status"]["installedCSV"];
+            if *installed == csv.name_any().as_str() {
+                Ok(())
+            } else {
+                Err(format!("installedCSV {installed}, state {}", sub.data["status"]["state"]))
+            }
+        })
+        .await;
         let mode = csv.metadata.annotations.as_ref().and_then(|a| a.get("olm.targetNamespaces")).cloned();
         assert_eq!(mode.as_deref(), Some(""), "installed AllNamespaces (an empty olm.targetNamespaces)");
         d.step(&format!("the {line} line's CSV {} Succeeded", csv.name_any()));
@@ -325,12 +349,13 @@ impl Kept {
 }
 
 /// Three releases that break OLM v0's rules, each generated as a maintainer would, beside a
-/// copy of the released bundles: 2.0.0's CRD drops v1alpha1, a stored version; 3.0.0's
-/// makes `spec.drillRequired` required in v1alpha1, which no existing CR has; 4.0.0 and
-/// 5.0.0 are two lines that both own ModelOrchestra v1alpha2. `bundle validate` refuses each
+/// copy of the released bundles: 2.0.0's CRD drops v1alpha2, the storage version, which
+/// every CR is stored in; 3.0.0's makes `spec.drillRequired` required in v1alpha1, which no
+/// existing CR has; 4.0.0 and 5.0.0 are two lines that both own ModelOrchestra v1alpha2. `bundle validate` refuses each
 /// (`bundle generate` already refuses 5.0.0) and `catalog validate` the catalog listing them,
 /// naming the rule; the maintainer pushes them anyway, with the library (as docker and opm
-/// would, which do not check), and the catalog as `…-catalog:refused`. Returns each
+/// would, which do not check), with their operator images (this tree's), and the catalog as
+/// `…-catalog:refused`. Returns each
 /// refusal: (who, finding).
 fn the_maintainer_is_refused_three_breaking_releases(m: &Maintainer) -> Vec<(&'static str, String)> {
     let mut refused = Vec::new();
@@ -359,9 +384,9 @@ fn the_maintainer_is_refused_three_breaking_releases(m: &Maintainer) -> Vec<(&'s
     };
 
     let lost = m.scratch_bundles("refused-2");
-    generate(&lost, "2.0.0", "v1alpha2").unwrap_or_else(|e| panic!("bundle generate 2.0.0: {e}"));
+    generate(&lost, "2.0.0", "v1alpha1").unwrap_or_else(|e| panic!("bundle generate 2.0.0: {e}"));
     edit_crd(&lost.join("2.0.0"), &|versions| {
-        versions.retain(|v| v["name"] != "v1alpha1");
+        versions.retain(|v| v["name"] != "v1alpha2");
         versions[0]["storage"] = true.into();
     });
     refused.push(("bundle validate", refusal(&lost.join("2.0.0"), "2.0.0", "listed as a stored version")));
@@ -403,6 +428,7 @@ fn the_maintainer_is_refused_three_breaking_releases(m: &Maintainer) -> Vec<(&'s
             &bundle_tool::image::bundle_image(dir).expect("the bundle image"),
             &format!("{}-bundle:v{version}", m.base),
         );
+        m.push_operator_image(version, &format!("{}:v{version}", m.base));
     }
     let dir = m.render_catalog("refused", &["0.1.0", "0.1.1", "1.0.0", "2.0.0", "3.0.0", "4.0.0", "5.0.0"]);
     assert!(
@@ -435,46 +461,18 @@ async fn failed_install_plan(d: &Drill, line: &str) -> String {
     .await
 }
 
-/// Deletes a refused line's namespace (its Subscription, CSV, OperatorGroup, catalog) and
-/// waits until it is gone.
-async fn remove_line(d: &Drill, line: &str) {
-    let namespace = line_namespace(line);
-    d.kubectl(&["delete", "namespace", &namespace, "--wait=true", "--timeout=180s"], None);
-}
-
-/// 2.0.0 (its CRD without v1alpha1, a stored version) and 3.0.0 (its v1alpha1 schema
-/// requires a field no CR has), each subscribed to as a line of its own: OLM v0 fails each
-/// InstallPlan at its CRD step, in its words, after its one-minute retry window, and
-/// leaves the cluster's CRD as it was.
-async fn olm_v0_fails_the_install_plans_of_crds_that_would_lose_or_refuse_objects(d: &Drill) {
-    for line in ["v2", "v3"] {
+/// The refused releases, each subscribed to as a line of its own, at once: 2.0.0 (its CRD
+/// without v1alpha2, the version every CR is stored in) and 3.0.0 (its v1alpha1 schema
+/// requires a field no CR has) — OLM v0 fails each InstallPlan at its CRD step, in its
+/// words, after its one-minute retry window, and leaves the cluster's CRD as it was; and
+/// 4.0.0 then 5.0.0, two lines owning ModelOrchestra v1alpha2, installed AllNamespaces — the
+/// first Succeeds, OLM v0 fails the second (InterOperatorGroupOwnerConflict) and deletes its
+/// Deployment. Then the admin deletes the refused lines' namespaces.
+async fn olm_v0_refuses_them_in_its_own_words(d: &Drill) {
+    for line in ["v2", "v3", "v4"] {
         d.cluster().run_pods_for_real(&line_namespace(line)).await.expect("pin the namespace");
         the_admin_subscribes(d, "refused", &format!("stable-{line}"), None);
     }
-    let lost = failed_install_plan(d, "v2").await;
-    assert!(
-        lost.contains(&format!("risk of data loss updating \"{CRD}\": new CRD removes version v1alpha1 that is listed as a stored version on the existing CRD")),
-        "OLM v0's refusal of 2.0.0: {lost}"
-    );
-    d.step(&format!("OLM v0 failed 2.0.0's InstallPlan: {lost}"));
-    let refused = failed_install_plan(d, "v3").await;
-    assert!(
-        refused.contains(&format!("error validating existing CRs against new CRD's schema for \"{CRD}\""))
-            && refused.contains("updated validation is too restrictive"),
-        "OLM v0's refusal of 3.0.0: {refused}"
-    );
-    d.step(&format!("OLM v0 failed 3.0.0's InstallPlan: {}…", refused.chars().take(300).collect::<String>()));
-    for line in ["v2", "v3"] {
-        remove_line(d, line).await;
-    }
-}
-
-/// 4.0.0 and 5.0.0, two lines owning ModelOrchestra v1alpha2, installed AllNamespaces: the
-/// first Succeeds, OLM v0 fails the second (InterOperatorGroupOwnerConflict) and deletes
-/// its Deployment.
-async fn olm_v0_fails_the_second_csv_owning_an_api_another_line_owns(d: &Drill) {
-    d.cluster().run_pods_for_real(&line_namespace("v4")).await.expect("pin the namespace");
-    the_admin_subscribes(d, "refused", "stable-v4", None);
     wait_succeeded(d, "v4", "4.0.0").await;
     d.cluster().run_pods_for_real(&line_namespace("v5")).await.expect("pin the namespace");
     the_admin_subscribes(d, "refused", "stable-v5", None);
@@ -492,10 +490,24 @@ async fn olm_v0_fails_the_second_csv_owning_an_api_another_line_owns(d: &Drill) 
         })
         .await;
     assert_eq!(failed, "InterOperatorGroupOwnerConflict: intersecting operatorgroups provide the same apis");
-    d.step(&format!("OLM v0 failed 5.0.0's CSV: {failed}"));
-    for line in ["v4", "v5"] {
-        remove_line(d, line).await;
-    }
+    d.step(&format!("OLM v0 failed 5.0.0's CSV (4.0.0 Succeeded): {failed}"));
+
+    let lost = failed_install_plan(d, "v2").await;
+    assert!(
+        lost.contains(&format!("risk of data loss updating \"{CRD}\": new CRD removes version v1alpha2 that is listed as a stored version on the existing CRD")),
+        "OLM v0's refusal of 2.0.0: {lost}"
+    );
+    d.step(&format!("OLM v0 failed 2.0.0's InstallPlan: {lost}"));
+    let refused = failed_install_plan(d, "v3").await;
+    assert!(
+        refused.contains(&format!("error validating existing CRs against new CRD's schema for \"{CRD}\""))
+            && refused.contains("updated validation is too restrictive"),
+        "OLM v0's refusal of 3.0.0: {refused}"
+    );
+    d.step(&format!("OLM v0 failed 3.0.0's InstallPlan: {}…", refused.chars().take(300).collect::<String>()));
+    #[rustfmt::skip]
+    d.kubectl(&["delete", "namespace", "model-orchestra-v2", "model-orchestra-v3", "model-orchestra-v4", "model-orchestra-v5",
+        "--wait=true", "--timeout=180s"], None);
 }
 
 /// After the refusals: the CRD's versions (with their schemas) and stored versions are as

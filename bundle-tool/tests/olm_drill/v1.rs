@@ -28,12 +28,17 @@ async fn two_operator_lines_live_side_by_side_under_a_real_olm_v1() {
     //    one subscription per line; OLM installs both, and each line's pod really runs.
     the_admin_pins_the_operators_namespaces_to_the_real_node(&d).await;
     the_admin_applies_the_shared_crd(&d);
-    let subscribed = d.elapsed().as_secs();
     the_admin_subscribes(&d, "v1.0.0", "stable-v0");
     the_admin_subscribes(&d, "v1.0.0", "stable-v1");
     catalogd_serves_the_catalog(&d).await;
     let ready = operator_controller_installs_both_lines(&d).await;
-    d.step(&subscription_to_ready(subscribed, &ready));
+    let mut created = vec![];
+    for line in ["v0", "v1"] {
+        let extension =
+            cluster_extension(&d).get(&format!("model-orchestra-operator-{line}")).await.expect("the extension");
+        created.push((line, extension.metadata.creation_timestamp.expect("a creation time")));
+    }
+    d.step(&subscription_to_ready("ClusterExtensions", &created, &ready));
     each_line_gets_the_rbac_its_csv_asks_for(&d).await;
 
     // 3. CRs reach their line by label and apiVersion.
@@ -55,9 +60,11 @@ async fn two_operator_lines_live_side_by_side_under_a_real_olm_v1() {
     let before_v1 = Children::of(&d, "drill-a").await;
     // The ClusterCatalog is shared by the lines: the newest subscriptions name its image.
     let v0_pod = d.line_pods("v0").await.into_iter().next().expect("the v0 line's pod");
+    let upgrade_began = d.elapsed().as_secs();
     the_admin_subscribes(&d, "v0.1.1", "stable-v0");
     olm_upgrades_the_v0_line_to_0_1_1_and_leaves_the_v1_line(&d).await;
     the_v0_pod_is_replaced_while_the_cr_is_edited(&d, &v0_pod).await;
+    d.step(&format!("from the new catalog to 0.1.1's pod Ready: {} s", d.elapsed().as_secs() - upgrade_began));
     the_upgrade_applies_the_edit_and_keeps_the_childrens_uids(&d, &before, &before_v1).await;
     the_waiting_unlabelled_v1alpha1_cr_becomes_0_1_1s(&d).await;
 
@@ -109,7 +116,7 @@ async fn catalogd_serves_the_catalog(d: &Drill) {
 /// operator-controller installs each line's bundle: its Deployment and ServiceAccount (no
 /// conflict: neither bundle owns the shared CRD), whose pod runs the image its CSV names on
 /// the real node and passes its readiness probe.
-async fn operator_controller_installs_both_lines(d: &Drill) -> Vec<(&'static str, u64)> {
+async fn operator_controller_installs_both_lines(d: &Drill) -> Vec<(&'static str, k8s_openapi::api::core::v1::Pod)> {
     let extensions = cluster_extension(d);
     for line in ["v0", "v1"] {
         let name = format!("model-orchestra-operator-{line}");

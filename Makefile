@@ -42,7 +42,7 @@ RUN_ARGS ?= --claim-unlabeled --metrics-addr 127.0.0.1:0
 # HTTP_API=1: `make deploy` and `make bundle` include the HTTP API (docs: "HTTP API").
 HTTP_API ?=
 
-.PHONY: all help build test test-unit test-e2e olm-drill image-build-push lint render crd generate docs bench install uninstall deploy undeploy run cluster registry bench-operator bundle release crds static bundle-build-push docker-build catalog catalog-build-push subscriptions bench-catalog bench-api bench-engine bench-gateway
+.PHONY: all help build test test-unit test-e2e olm-drill image-build-push lint render crd generate docs bench install uninstall deploy undeploy run cluster registry bench-operator bundle release released crds static bundle-build-push docker-build catalog catalog-build-push subscriptions bench-catalog bench-api bench-engine bench-gateway
 
 all: build
 
@@ -55,9 +55,26 @@ help:
 	@awk '/^## [a-z0-9-]+:/ { sub(/^## /, ""); n = index($$0, ":"); printf "  %-20s %s\n", substr($$0, 1, n - 1), substr($$0, n + 2) }' $(MAKEFILE_LIST)
 
 ## test: what .ci/run runs: lint, test-unit, test-e2e, the push e2e and the OLM drills
-test: lint test-unit test-e2e
+#   the test tools (apt packages, Go programs, models: scripts/install-test-deps.sh, logged
+#   to target/install-test-deps.log) are installed while the Rust side builds and runs
+#   what needs none of them (lint, test-unit, the static binaries, the releases' operators):
+#   the two share the machine's cores better than one after the other
+test:
+	@mkdir -p target; \
+	setsid scripts/install-test-deps.sh >target/install-test-deps.log 2>&1 & deps=$$!; \
+	trap 'kill -- -$$deps 2>/dev/null' EXIT; \
+	echo "install-test-deps: in the background (target/install-test-deps.log)"; \
+	$(MAKE) --no-print-directory lint test-unit static released || exit 1; \
+	echo "install-test-deps: waiting for it"; \
+	wait $$deps || { cat target/install-test-deps.log; echo "install-test-deps failed" >&2; exit 1; }; \
+	trap - EXIT; grep -E 'built in|apt-get|install-test-deps:' target/install-test-deps.log || true
+	$(MAKE) --no-print-directory test-e2e
 	scripts/bundle-push-e2e.sh
 	$(MAKE) --no-print-directory olm-drill
+
+## released: every release's operator, rebuilt static from its commit (bundles/releases.yaml)
+released: static
+	for v in $(RELEASES); do scripts/released-operator.sh $$v >/dev/null || exit 1; done
 
 ## test-unit: the offline tier, in minutes; needs nothing but cargo
 #   every crate's unit tests, the operator's and bundle-tool's offline suites (contract,
@@ -77,9 +94,8 @@ test-e2e: static
 #   OLM v0 (OLM's pods, catalogs, unpack Jobs and the lines on the real node), both drills at
 #   once, each on a cluster of its own (docs: "The OLM drills"); builds what it runs first
 RELEASES = $(shell awk '$$1 == "-" && $$2 == "version:" { print $$3 }' bundles/releases.yaml)
-olm-drill: build static
+olm-drill: build static released
 	scripts/install-test-deps.sh
-	for v in $(RELEASES); do scripts/released-operator.sh $$v >/dev/null || exit 1; done
 	$(CARGO) test --workspace --test olm_drill -- --nocapture --test-threads 2
 
 ## lint: cargo fmt --check, and clippy on every target with warnings as errors

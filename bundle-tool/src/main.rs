@@ -273,7 +273,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 http_api,
             };
             let crd = bundle_tool::crds::crd();
-            bundle_tool::crds::refuse_incompatible(&crd, &output)?;
+            bundle_tool::bundle::released_crds::refuse_incompatible(&crd, &output)?;
             let files = bundle_files(&opts, &meta, &crd)?;
             let dir = output.join(version.to_string());
             match write_bundle(&dir, &files)? {
@@ -362,7 +362,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Bundle(BundleCommand::Release { dir, commit, dist }) => {
             check_bundle(&dir, "released")?;
             let crd = bundle_tool::crds::crd();
-            bundle_tool::crds::refuse_incompatible(&crd, dir.parent().unwrap_or(std::path::Path::new(".")))?;
+            bundle_tool::bundle::released_crds::refuse_incompatible(
+                &crd,
+                dir.parent().unwrap_or(std::path::Path::new(".")),
+            )?;
             bundle_tool::bundle::release::cut(&dir, &commit, &crd, &dist)?;
             eprintln!(
                 "released {} from {commit}: recorded, its CRD and plain manifests in {}",

@@ -18,7 +18,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::validate::Report;
+use super::finding::Report;
 use super::CSV_FILE;
 use crate::crd_compat;
 
@@ -68,7 +68,7 @@ pub(super) fn check(dir: &Path, (csv_file, csv): (&str, &Value), crds: &[&(Strin
         }
     }
     let mut unreadable = Vec::new();
-    let released: Vec<(String, Value)> = crate::crds::released_crds(parent, &mut unreadable)
+    let released: Vec<(String, Value)> = super::released_crds::released_crds(parent, &mut unreadable)
         .into_iter()
         .filter(|(label, _)| *label != format!("bundles/{own_name}"))
         .collect();

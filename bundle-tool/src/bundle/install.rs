@@ -11,6 +11,7 @@
 
 use std::path::Path;
 
+use model_orchestra_api::keys::{NAME_LABEL, VERSION_LABEL};
 use serde_json::{json, Value};
 
 use super::generate::read_tree;
@@ -58,7 +59,7 @@ pub fn manifests(dir: &Path) -> Result<Vec<Value>, ToolError> {
         csv.ok_or_else(|| ToolError::Invalid(format!("{}: no ClusterServiceVersion in manifests/", dir.display())))?;
     let namespace = namespace_of(&csv)?;
     let release = csv["spec"]["version"].clone();
-    let labels = json!({"app.kubernetes.io/name": "model-orchestra-operator", "app.kubernetes.io/version": release});
+    let labels = json!({NAME_LABEL: "model-orchestra-operator", VERSION_LABEL: release});
     let meta = |name: &Value, namespaced: bool| {
         let mut m = json!({"name": name, "labels": labels});
         if namespaced {

@@ -2,9 +2,11 @@
 
 pub mod annotations;
 pub mod beside;
+mod finding;
 pub mod generate;
 pub mod install;
 pub mod release;
+pub mod released_crds;
 pub mod validate;
 
 /// The CSV's file name in `manifests/`.

@@ -87,7 +87,7 @@ pub fn cut(dir: &Path, commit: &str, crd: &serde_json::Value, dist: &Path) -> Re
     let carries_crd = files.keys().any(|p| p == &format!("manifests/{}", super::CRD_FILE));
     let crd_text = serde_yaml::to_string(crd).expect("JSON values serialise as YAML");
     if !carries_crd {
-        let relative = format!("{}/{version}.yaml", crate::crds::RELEASED_CRDS_DIR);
+        let relative = format!("{}/{version}.yaml", super::released_crds::RELEASED_CRDS_DIR);
         write(&bundles.join(&relative), &crd_text)?;
         record.push_str(&format!(
             "    crd:\n      file: {relative}\n      sha256: {}\n",

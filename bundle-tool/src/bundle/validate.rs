@@ -11,6 +11,8 @@ use model_orchestra_api::names::{is_dns_label, is_dns_subdomain};
 use serde_json::Value;
 
 use super::annotations::{self, REQUIRED};
+use super::finding::Report;
+pub use super::finding::{Finding, Severity};
 
 /// Bundle size limit: the sum over files of len(base64(gzip(content))).
 pub const MAX_BUNDLE_SIZE: usize = 1 << 20;
@@ -40,52 +42,6 @@ pub const SUPPORTED_KINDS: [&str; 22] = [
     "NetworkPolicy",
     "PodMonitor",
 ];
-
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Severity {
-    Error,
-    Warning,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Finding {
-    pub severity: Severity,
-    pub file: String,
-    pub field: String,
-    pub message: String,
-}
-
-impl std::fmt::Display for Finding {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let level = if self.severity == Severity::Error { "error" } else { "warning" };
-        if self.field.is_empty() {
-            write!(f, "{level}: {}: {}", self.file, self.message)
-        } else {
-            write!(f, "{level}: {}: {}: {}", self.file, self.field, self.message)
-        }
-    }
-}
-
-pub(super) struct Report(Vec<Finding>);
-
-impl Report {
-    pub(super) fn error(&mut self, file: &str, field: &str, message: impl Into<String>) {
-        self.0.push(Finding {
-            severity: Severity::Error,
-            file: file.into(),
-            field: field.into(),
-            message: message.into(),
-        });
-    }
-    pub(super) fn warning(&mut self, file: &str, field: &str, message: impl Into<String>) {
-        self.0.push(Finding {
-            severity: Severity::Warning,
-            file: file.into(),
-            field: field.into(),
-            message: message.into(),
-        });
-    }
-}
 
 /// Every finding for the bundle in `dir` (errors first). No errors means valid.
 pub fn validate(dir: &Path) -> Vec<Finding> {

@@ -68,14 +68,14 @@ fn every_released_bundle_is_byte_identical_to_its_release_record() {
 
 #[test]
 fn the_repositorys_crd_keeps_every_released_crd_version() {
-    let problems = bundle_tool::crds::check_compatible(&bundle_tool::crds::crd(), &repo("bundles"));
+    let problems = bundle_tool::bundle::released_crds::check_compatible(&bundle_tool::crds::crd(), &repo("bundles"));
     assert!(problems.is_empty(), "{problems:#?}");
 }
 
 /// A bundles directory whose only release is the repository's released shared CRD.
 fn released_shared_crd(test: &str) -> PathBuf {
     let bundles = temp(test);
-    let dir = bundles.join(bundle_tool::crds::RELEASED_CRDS_DIR);
+    let dir = bundles.join(bundle_tool::bundle::released_crds::RELEASED_CRDS_DIR);
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::copy(repo("bundles/crds/0.1.0.yaml"), dir.join("0.1.0.yaml")).unwrap();
     bundles
@@ -91,7 +91,7 @@ fn a_crd_that_changes_a_released_shared_crd_version_is_refused() {
         .as_object_mut()
         .unwrap()
         .remove("applicationTemplate");
-    let problems = bundle_tool::crds::check_compatible(&changed, &bundles);
+    let problems = bundle_tool::bundle::released_crds::check_compatible(&changed, &bundles);
     assert!(
         problems.iter().any(|p| p.contains("bundles/crds/0.1.0.yaml v1alpha1: .spec.applicationTemplate was removed")),
         "{problems:?}"
@@ -106,7 +106,7 @@ fn a_crd_that_stops_serving_a_released_shared_crd_version_is_refused() {
     for version in dropped["spec"]["versions"].as_array_mut().unwrap().iter_mut().filter(|v| v["name"] == "v1alpha1") {
         version["served"] = false.into();
     }
-    let problems = bundle_tool::crds::check_compatible(&dropped, &bundles);
+    let problems = bundle_tool::bundle::released_crds::check_compatible(&dropped, &bundles);
     assert!(
         problems.iter().any(|p| p == "bundles/crds/0.1.0.yaml: CRD version v1alpha1 is no longer served"),
         "{problems:?}"
@@ -180,19 +180,22 @@ fn a_crd_that_drops_a_released_field_or_version_is_refused() {
     )
     .unwrap();
     let current = bundle_tool::crds::crd();
-    assert!(bundle_tool::crds::check_compatible(&current, &bundles).is_empty(), "the same CRD is compatible");
+    assert!(
+        bundle_tool::bundle::released_crds::check_compatible(&current, &bundles).is_empty(),
+        "the same CRD is compatible"
+    );
 
     let mut dropped = current.clone();
     version_mut(&mut dropped, "v1alpha1")["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
         .as_object_mut()
         .unwrap()
         .remove("gateway");
-    let problems = bundle_tool::crds::check_compatible(&dropped, &bundles);
+    let problems = bundle_tool::bundle::released_crds::check_compatible(&dropped, &bundles);
     assert!(problems.iter().any(|p| p.contains(".spec.gateway was removed")), "{problems:?}");
 
     let mut renamed = current.clone();
     version_mut(&mut renamed, "v1alpha1")["name"] = "v1beta1".into();
-    let problems = bundle_tool::crds::check_compatible(&renamed, &bundles);
+    let problems = bundle_tool::bundle::released_crds::check_compatible(&renamed, &bundles);
     assert!(problems.iter().any(|p| p.contains("no longer serves")), "{problems:?}");
     std::fs::remove_dir_all(&bundles).ok();
 }
@@ -226,7 +229,7 @@ fn a_crd_that_drops_the_released_storage_version_is_refused() {
     let mut moved = bundle_tool::crds::crd();
     let storage = storage_version(&moved);
     version_mut(&mut moved, &storage)["name"] = "v1beta1".into();
-    let problems = bundle_tool::crds::check_compatible(&moved, &bundles);
+    let problems = bundle_tool::bundle::released_crds::check_compatible(&moved, &bundles);
     assert!(
         problems.iter().any(|p| p.contains(&format!("{storage} was the storage version and must stay"))),
         "{problems:?}"
@@ -236,7 +239,7 @@ fn a_crd_that_drops_the_released_storage_version_is_refused() {
     let mut second = version_mut(&mut two_storage, &storage).clone();
     second["name"] = "v1beta1".into();
     two_storage["spec"]["versions"].as_array_mut().unwrap().push(second);
-    let problems = bundle_tool::crds::check_compatible(&two_storage, &bundles);
+    let problems = bundle_tool::bundle::released_crds::check_compatible(&two_storage, &bundles);
     assert!(problems.iter().any(|p| p.contains("exactly one version as storage")), "{problems:?}");
     std::fs::remove_dir_all(&bundles).ok();
 }
@@ -248,7 +251,7 @@ fn a_crd_whose_validation_rejects_what_a_released_one_accepted_is_refused() {
     let spec = &mut tighter["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
     spec["required"] = serde_json::json!(["gateway"]);
     spec["properties"]["applications"]["maxProperties"] = 1.into();
-    let problems = bundle_tool::crds::check_compatible(&tighter, &bundles);
+    let problems = bundle_tool::bundle::released_crds::check_compatible(&tighter, &bundles);
     assert!(problems.iter().any(|p| p.contains(".spec gained the required field \"gateway\"")), "{problems:?}");
     assert!(problems.iter().any(|p| p.contains(".spec.applications tightened maxProperties")), "{problems:?}");
     std::fs::remove_dir_all(&bundles).ok();

@@ -261,8 +261,9 @@ spec: {accessModes: [ReadWriteMany], storageClassName: drill-manual, resources: 
     }
 }
 
-/// Without a label, a v1alpha2 CR goes to the line serving v1alpha2 (v1, 1.0.0): Ready, and
-/// every write in its namespace is the v1 line's, with the operator's field manager.
+/// Without a label, a v1alpha2 CR goes to the line serving v1alpha2 (v1, 1.0.0): Ready, no
+/// Warning Event, and every write in its namespace is the v1 line's, with the operator's
+/// field manager.
 pub async fn an_unlabelled_v1alpha2_cr_is_the_v1_lines(d: &Drill) {
     let cr = wait_ready(d, 120, "the unlabelled v1alpha2 CR is Ready", "drill-a", "unlabelled-v1alpha2").await;
     assert_eq!(d.writers("drill-a"), set(&[&line_user("v1")]), "drill-a (the unlabelled v1alpha2 CR) written by");
@@ -272,7 +273,24 @@ pub async fn an_unlabelled_v1alpha2_cr_is_the_v1_lines(d: &Drill) {
         "1.0.0",
         "the operator the v1alpha2 CR's status names"
     );
-    d.step(&format!("the unlabelled v1alpha2 CR is the v1 line's: {}", describe_condition(&cr, "Ready")));
+    // A correct CR gets no warning, right after OLM installed its line too.
+    let events = Api::<k8s_openapi::api::core::v1::Event>::namespaced(d.client(), "drill-a")
+        .list(&ListParams::default())
+        .await
+        .expect("the Events of drill-a");
+    let warnings: Vec<String> = events
+        .items
+        .iter()
+        .filter(|e| {
+            e.type_.as_deref() == Some("Warning") && e.involved_object.kind.as_deref() == Some("ModelOrchestra")
+        })
+        .map(|e| format!("{}: {}", e.reason.clone().unwrap_or_default(), e.message.clone().unwrap_or_default()))
+        .collect();
+    assert_eq!(warnings, Vec::<String>::new(), "Warning Events on the unlabelled v1alpha2 CR");
+    d.step(&format!(
+        "the unlabelled v1alpha2 CR is the v1 line's, without a warning: {}",
+        describe_condition(&cr, "Ready")
+    ));
 }
 
 /// 0.1.0's RBAC lacks update on modelorchestras/finalizers, which an API server enforcing

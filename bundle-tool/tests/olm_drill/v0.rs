@@ -282,7 +282,7 @@ async fn olm_installs_both_lines(d: &Drill, lines: [(&str, &str); 2]) -> Vec<(&'
 }
 
 /// Each bundle was unpacked by a Job (OLM's utilities and opm, the bundle image pulled
-/// through the cluster's ghcr.io mirror), which completed.
+/// through the cluster's ghcr.io mirror), whose pod ran on the real node and completed.
 async fn each_bundle_was_unpacked_by_a_job_on_the_real_node(d: &Drill) {
     let mut unpacked = Vec::new();
     for line in ["v0", "v1"] {
@@ -294,6 +294,15 @@ async fn each_bundle_was_unpacked_by_a_job_on_the_real_node(d: &Drill) {
         for job in &jobs.items {
             let succeeded = job.status.as_ref().and_then(|s| s.succeeded).unwrap_or(0);
             assert!(succeeded > 0, "the unpack Job {} did not complete: {:?}", job.name_any(), job.status);
+            let pods = Api::<Pod>::namespaced(d.client(), &line_namespace(line))
+                .list(&ListParams::default().labels(&format!("job-name={}", job.name_any())))
+                .await
+                .expect("the unpack Job's pods");
+            assert!(!pods.items.is_empty(), "the unpack Job {} has no pod left", job.name_any());
+            for pod in &pods.items {
+                let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
+                assert_eq!(node, Some(local_cluster::REAL_NODE_NAME), "the unpack pod {}'s node", pod.name_any());
+            }
             let image = job
                 .spec
                 .as_ref()

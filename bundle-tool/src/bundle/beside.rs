@@ -26,7 +26,7 @@ use crate::crd_compat;
 type Api = (String, String, String);
 
 /// The APIs a CSV owns (`spec.customresourcedefinitions.owned`), by index.
-pub fn owned_apis(csv: &Value) -> Vec<(usize, Api)> {
+fn owned_apis(csv: &Value) -> Vec<(usize, Api)> {
     let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
     csv["spec"]["customresourcedefinitions"]["owned"]
         .as_array()
@@ -41,7 +41,7 @@ pub fn owned_apis(csv: &Value) -> Vec<(usize, Api)> {
 }
 
 /// The major version of a CSV's `spec.version` (its line).
-pub fn line_of(csv: &Value) -> Option<u64> {
+fn line_of(csv: &Value) -> Option<u64> {
     semver::Version::parse(csv["spec"]["version"].as_str()?).ok().map(|v| v.major)
 }
 
@@ -72,6 +72,9 @@ pub(super) fn check(dir: &Path, (csv_file, csv): (&str, &Value), crds: &[&(Strin
         .into_iter()
         .filter(|(label, _)| *label != format!("bundles/{own_name}"))
         .collect();
+    for problem in unreadable {
+        r.warning("(released CRDs)", "", format!("{problem}: not compared with this bundle's CRD"));
+    }
     for (file, crd) in crds {
         let name = crd["metadata"]["name"].as_str().unwrap_or_default();
         for (release, old) in released.iter().filter(|(_, old)| old["metadata"]["name"] == name) {

@@ -281,7 +281,11 @@ fn a_csv_name_longer_than_63_characters_is_an_error() {
 #[test]
 fn a_csv_without_all_namespaces_support_is_an_error() {
     let d = bundle("install-modes");
-    edit_yaml(&csv_path(&d), |v| v["spec"]["installModes"][3]["supported"] = false.into());
+    // Only OwnNamespace: a mode OLM v0 takes, OLM v1 refuses.
+    edit_yaml(&csv_path(&d), |v| {
+        v["spec"]["installModes"][0]["supported"] = true.into();
+        v["spec"]["installModes"][3]["supported"] = false.into();
+    });
     assert_error_operator_sdk_misses(&d, &format!("manifests/{CSV_FILE}"), "spec.installModes", "AllNamespaces");
 }
 

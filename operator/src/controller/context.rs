@@ -32,6 +32,8 @@ pub(super) struct ClusterView {
     pub pods: Pods,
     /// Kinds the cluster serves (the optional ones, KEDA and Prometheus, may be missing).
     pub served: Vec<Kind>,
+    /// Asks the cluster again at once which optional kinds it serves (else every 15 s).
+    pub rediscover: Arc<tokio::sync::Notify>,
     /// The version CRs are read and their status written at.
     pub read_at: ApiVersion,
     /// Asks candidates the success prompt.
@@ -48,6 +50,7 @@ pub(super) struct Context {
     pub caches: Caches,
     pub pods: Pods,
     pub served: Vec<Kind>,
+    pub(super) rediscover: Arc<tokio::sync::Notify>,
     pub read_at: ApiVersion,
     pub(super) prober: Prober,
     pub(super) puller: Puller,
@@ -78,13 +81,14 @@ impl Context {
         metrics: Arc<Metrics>,
         recorder: Recorder,
     ) -> Self {
-        let ClusterView { client, caches, pods, served, read_at, prober, puller, admission } = view;
+        let ClusterView { client, caches, pods, served, rediscover, read_at, prober, puller, admission } = view;
         let backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(300));
         Context {
             client,
             caches,
             pods,
             served,
+            rediscover,
             read_at,
             prober,
             puller,

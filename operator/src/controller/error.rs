@@ -17,6 +17,8 @@ pub(super) enum ReconcileError {
     Render(#[from] RenderError),
     #[error("the cluster does not serve {0}: install its CRD or disable the feature in the spec")]
     Unserved(String),
+    #[error("the cluster serves {0} since moments ago; the operator starts watching it")]
+    NotWatchedYet(String),
     #[error("{step} {kind} {name}: {}", api_message(.source))]
     Request { step: Step, kind: &'static str, name: String, source: kube::Error },
     #[error("writing status: {}", api_message(.0))]
@@ -33,6 +35,7 @@ impl ReconcileError {
         let (failed, answer) = match self {
             ReconcileError::Render(_) => (Failed::Render, None),
             ReconcileError::Unserved(_) => (Failed::Unserved, None),
+            ReconcileError::NotWatchedYet(_) => (Failed::NotWatchedYet, None),
             ReconcileError::Request { step, source, .. } => (Failed::Request(*step), Some(source)),
             ReconcileError::Status(source) => (Failed::Status, Some(source)),
         };

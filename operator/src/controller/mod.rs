@@ -171,7 +171,8 @@ pub async fn run(
     let mut on_ready = Some(on_ready);
     loop {
         let (found_tx, mut found_rx) = tokio::sync::watch::channel(None);
-        let poll = tokio::spawn(newly_served(client.clone(), served.kinds.clone(), found_tx));
+        let rediscover = Arc::new(tokio::sync::Notify::new());
+        let poll = tokio::spawn(newly_served(client.clone(), served.kinds.clone(), found_tx, rediscover.clone()));
         let stop = {
             let (shutdown, mut found) = (shutdown.clone(), found_rx.clone());
             async move {
@@ -189,6 +190,7 @@ pub async fn run(
             settings.clone(),
             metrics.clone(),
             served.clone(),
+            rediscover,
             || on_ready.take().map_or((), |f| f()),
             stop,
         )
@@ -222,12 +224,22 @@ fn owner<K: kube::Resource>(cr: kube::api::ApiResource) -> impl Fn(K) -> Option<
 }
 
 /// Resolves (sends) the served kinds once they include one `served` lacks.
-async fn newly_served(client: Client, served: Vec<Kind>, found: tokio::sync::watch::Sender<Option<Vec<Kind>>>) {
+async fn newly_served(
+    client: Client,
+    served: Vec<Kind>,
+    found: tokio::sync::watch::Sender<Option<Vec<Kind>>>,
+    now: Arc<tokio::sync::Notify>,
+) {
     if served.len() == Kind::ALL.len() {
         return;
     }
     loop {
-        tokio::time::sleep(REDISCOVERY_INTERVAL).await;
+        // Every REDISCOVERY_INTERVAL, or at once when a reconcile found a kind served that
+        // this run does not watch.
+        tokio::select! {
+            _ = tokio::time::sleep(REDISCOVERY_INTERVAL) => {}
+            _ = now.notified() => {}
+        }
         if let Ok(kinds) = served_kinds(&client).await {
             if kinds.iter().any(|k| !served.contains(k)) {
                 let _ = found.send(Some(kinds));
@@ -246,6 +258,7 @@ async fn run_controller(
     settings: Arc<Settings>,
     metrics: Arc<Metrics>,
     served: Served,
+    rediscover: Arc<tokio::sync::Notify>,
     on_ready: impl FnOnce(),
     stop: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
@@ -276,6 +289,7 @@ async fn run_controller(
         caches,
         pods,
         served: served.kinds,
+        rediscover,
         read_at,
         prober,
         puller,

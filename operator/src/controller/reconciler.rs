@@ -137,6 +137,7 @@ async fn reconcile_routed(cr: &Cr<'_>, ctx: &Context) -> Result<(Action, Changes
         SinceLastApply::Changed => {}
     }
     let Prepared { plan, refresh, warnings, promotions, groups, ollama } = render_and_plan(cr, ctx)?;
+    served(ctx, &plan).await?;
     let admission = ctx.admission.admission(&cr.namespace);
     if admission == admission::Admission::Open {
         let kinds = plan.objects.iter().map(|o| o.kind).collect();
@@ -214,6 +215,27 @@ struct Prepared {
     ollama: OllamaApps,
 }
 
+/// Whether the cluster serves every kind the plan holds. A kind the operator does not watch
+/// is asked about again: the operator learns new kinds every 15 s, so one installed since
+/// (KEDA's CRD applied just before this CR) is served — the CR is correct, and the controller
+/// restarts with its watch — while one still missing is the user's to install.
+async fn served(ctx: &Context, plan: &ApplyPlan) -> Result<(), ReconcileError> {
+    let mut unserved: Vec<Kind> = plan.objects.iter().map(|o| o.kind).filter(|k| !ctx.served.contains(k)).collect();
+    unserved.sort_by_key(|k| k.kind());
+    unserved.dedup();
+    if unserved.is_empty() {
+        return Ok(());
+    }
+    let names = unserved.iter().map(|k| format!("{} ({})", k.kind(), k.api_version())).collect::<Vec<_>>().join(", ");
+    for kind in &unserved {
+        if !super::serves(&ctx.client, kind.group(), kind.version(), kind.kind()).await.unwrap_or(false) {
+            return Err(ReconcileError::Unserved(names));
+        }
+    }
+    ctx.rediscover.notify_one();
+    Err(ReconcileError::NotWatchedYet(names))
+}
+
 /// Parses the CR strictly as the version this line serves, renders every object and plans
 /// the apply: all before anything touches the cluster. An application whose model is being
 /// downloaded is held at zero replicas, or kept on its earlier download of the same model
@@ -248,15 +270,6 @@ fn render_and_plan(cr: &Cr, ctx: &Context) -> Result<Prepared, ReconcileError> {
         ctx.prober.stop(&cr.key, app);
     }
     let plan = plan::plan(&cr.owner(serves.api_version()), objects);
-    let unserved: Vec<String> = plan
-        .objects
-        .iter()
-        .filter(|o| !ctx.served.contains(&o.kind))
-        .map(|o| format!("{} ({})", o.kind.kind(), o.kind.api_version()))
-        .collect();
-    if !unserved.is_empty() {
-        return Err(ReconcileError::Unserved(unserved.join(", ")));
-    }
     let warnings = rendered.warnings.iter().map(ToString::to_string).collect();
     let ollama = stack
         .applications

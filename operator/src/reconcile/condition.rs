@@ -67,6 +67,9 @@ pub(crate) enum Reason {
     /// The CR is correct, and the cluster is catching up: the API server does not yet map
     /// its kind (a CRD installed moments ago). Retried soon; not a warning.
     WaitingForApiServer,
+    /// The CR is correct, and the operator is catching up: the cluster serves a kind it
+    /// needs since moments ago, and the operator starts watching it. Retried soon.
+    StartingWatches,
     /// Writing the status itself failed.
     StatusFailed,
 }
@@ -90,6 +93,7 @@ impl Reason {
             Reason::ApplyFailed => "ApplyFailed",
             Reason::Retrying => "Retrying",
             Reason::WaitingForApiServer => "WaitingForAPIServer",
+            Reason::StartingWatches => "StartingWatches",
             Reason::StatusFailed => "StatusFailed",
         }
     }

@@ -2,9 +2,9 @@
 //! message changes (a transition or a new failure), and when `Degraded` becomes true for a
 //! reason of its own (warnings about the spec, a stuck rollout); one per application that
 //! falls asleep, begins waking or wakes. Not on every reconcile, and not for pods still
-//! coming up (`ApplicationsNotReady`) or for the API server catching up with a new CRD
-//! (`WaitingForAPIServer`): the status shows that progress, and an Event per step of it was
-//! a request per CR for nothing a user acts on.
+//! coming up (`ApplicationsNotReady`) or for the cluster or the operator catching up with a
+//! new CRD (`WaitingForAPIServer`, `StartingWatches`): the status shows that progress, and an
+//! Event per step of it was a request per CR for nothing a user acts on.
 
 use model_orchestra_api::v1alpha2::{ModelOrchestraStatus, SleepPhase};
 
@@ -30,7 +30,9 @@ pub(crate) fn notices(previous: &ModelOrchestraStatus, next: &ModelOrchestraStat
     if let Some((ready, reason, message)) = of(next, ConditionType::Ready)
         .filter(|r| of(previous, ConditionType::Ready).as_ref() != Some(r))
         .filter(|(_, reason, _)| {
-            ![Reason::ApplicationsNotReady, Reason::WaitingForApiServer].iter().any(|r| reason == r.as_str())
+            ![Reason::ApplicationsNotReady, Reason::WaitingForApiServer, Reason::StartingWatches]
+                .iter()
+                .any(|r| reason == r.as_str())
         })
     {
         // Ready is good news even while warnings about the spec keep Degraded (they have an

@@ -33,6 +33,9 @@ pub(crate) enum Failed {
     Render,
     /// The plan holds a kind the cluster does not serve.
     Unserved,
+    /// The plan holds a kind the cluster has served only since moments ago: the operator
+    /// does not watch it yet, and will.
+    NotWatchedYet,
     /// A request about one object.
     Request(Step),
     /// Writing the CR's status.
@@ -80,6 +83,7 @@ impl Failure<'_> {
             return Reason::WaitingForApiServer;
         }
         match (self.failed, self.code) {
+            (Failed::NotWatchedYet, _) => Reason::StartingWatches,
             (Failed::Render, _) => Reason::RenderFailed,
             (Failed::Request(Step::DryRun), Some(400 | 422)) => Reason::Invalid,
             (Failed::Request(Step::DryRun), Some(403)) => Reason::Forbidden,
@@ -94,7 +98,7 @@ impl Failure<'_> {
         if self.invalid_in_disguise() {
             return Retry::OnChange;
         }
-        if self.owner_not_mapped_yet() {
+        if self.owner_not_mapped_yet() || self.failed == Failed::NotWatchedYet {
             return Retry::Soon;
         }
         match (self.failed, self.code) {
@@ -110,11 +114,17 @@ impl Failure<'_> {
     /// What the status says about it; `message` is the whole error, as the user reads it.
     pub(crate) fn outcome(&self, message: String) -> Outcome {
         match self.reason() {
-            Reason::WaitingForApiServer => Outcome::Waiting(format!(
-                "waiting for the API server to map this kind for its children's owner references (it does some seconds after \
-                 the CRD is installed); retrying every {} s: {message}",
-                super::backoff::SOON.as_secs()
-            )),
+            reason @ Reason::WaitingForApiServer => Outcome::Waiting {
+                reason,
+                message: format!(
+                    "waiting for the API server to map this kind for its children's owner references (it does some seconds \
+                     after the CRD is installed); retrying every {} s: {message}",
+                    super::backoff::SOON.as_secs()
+                ),
+            },
+            reason @ Reason::StartingWatches => {
+                Outcome::Waiting { reason, message: format!("{message}; retrying every {} s", super::backoff::SOON.as_secs()) }
+            }
             Reason::RenderFailed => Outcome::RenderFailed(message),
             reason @ (Reason::Invalid | Reason::Forbidden) => Outcome::Refused { reason, message },
             _ => Outcome::ApplyFailed(message),
@@ -157,8 +167,17 @@ mod tests {
         };
         assert_eq!((lag.reason(), lag.retry()), (Reason::WaitingForApiServer, Retry::Soon));
         assert!(
-            matches!(lag.outcome("m".into()), Outcome::Waiting(m) if m.contains("waiting for the API server") && m.ends_with(": m"))
+            matches!(lag.outcome("m".into()), Outcome::Waiting { message, .. } if message.contains("waiting for the API server") && message.ends_with(": m"))
         );
+    }
+
+    #[test]
+    fn a_kind_served_since_moments_ago_is_waited_for_and_one_never_installed_is_a_failure() {
+        let new = Failure { failed: Failed::NotWatchedYet, code: None, message: "" };
+        assert_eq!((new.reason(), new.retry()), (Reason::StartingWatches, Retry::Soon));
+        assert!(matches!(new.outcome("m".into()), Outcome::Waiting { reason: Reason::StartingWatches, .. }));
+        let missing = Failure { failed: Failed::Unserved, code: None, message: "" };
+        assert_eq!((missing.reason(), missing.retry()), (Reason::ApplyFailed, Retry::Backoff));
     }
 
     #[test]

@@ -30,8 +30,9 @@ pub(crate) enum Outcome {
     Refused { reason: Reason, message: String },
     /// Applying or pruning failed; retried with backoff.
     ApplyFailed(String),
-    /// The cluster is catching up (see [`Reason::WaitingForApiServer`]); retried soon.
-    Waiting(String),
+    /// The cluster, or the operator, is catching up with a CRD installed moments ago
+    /// ([`Reason::WaitingForApiServer`], [`Reason::StartingWatches`]); retried soon.
+    Waiting { reason: Reason, message: String },
 }
 
 /// One component's readiness.
@@ -204,11 +205,9 @@ fn verdicts(outcome: &Outcome) -> [Verdict; 3] {
             (true, Reason::Retrying, m.clone()),
             (true, Reason::ApplyFailed, m.clone()),
         ],
-        Outcome::Waiting(m) => [
-            (false, Reason::WaitingForApiServer, m.clone()),
-            (true, Reason::WaitingForApiServer, m.clone()),
-            (false, Reason::AsExpected, String::new()),
-        ],
+        Outcome::Waiting { reason, message: m } => {
+            [(false, *reason, m.clone()), (true, *reason, m.clone()), (false, Reason::AsExpected, String::new())]
+        }
         Outcome::Applied { observed, .. } => {
             let failed: Vec<String> = observed
                 .models
@@ -708,7 +707,9 @@ mod tests {
 
     #[test]
     fn waiting_for_the_api_server_progresses_and_is_not_degraded() {
-        let s = next(&Default::default(), 1, &Outcome::Waiting("waiting for the API server".into()), 1);
+        let waiting =
+            Outcome::Waiting { reason: Reason::WaitingForApiServer, message: "waiting for the API server".into() };
+        let s = next(&Default::default(), 1, &waiting, 1);
         assert_eq!(status_of(&s, READY), ("False".into(), "WaitingForAPIServer".into()));
         assert_eq!(status_of(&s, PROGRESSING), ("True".into(), "WaitingForAPIServer".into()));
         assert_eq!(status_of(&s, DEGRADED), ("False".into(), "AsExpected".into()));

@@ -32,7 +32,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::cached_cr::CachedCr;
 use super::prober::Route;
-use crate::reconcile::pulls::InReplica;
+use crate::reconcile::pulls::{is_missing, InReplica};
 
 /// The longest line of a pull's progress stream.
 const MAX_LINE: usize = 64 * 1024;
@@ -278,15 +278,6 @@ pub(crate) fn retry_after(failures: u32, missing: bool) -> Duration {
     Duration::from_secs((first * 2u64.saturating_pow(failures.saturating_sub(1).min(10))).min(cap))
 }
 
-/// Whether an error says the registry does not have the model.
-pub(crate) fn is_missing(message: &str) -> bool {
-    let m = message.to_ascii_lowercase();
-    m.contains("file does not exist")
-        || m.contains("manifest unknown")
-        || m.contains("not found")
-        || m.contains("status code 404")
-}
-
 /// Progress of one pull, from its stream's lines.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub(crate) struct Progress {
@@ -453,6 +444,7 @@ async fn run(
                             set(name, &|s| {
                                 s.phase = PullPhase::Failed;
                                 s.message = message.clone();
+                                s.missing = missing;
                             });
                         }
                     }

@@ -281,7 +281,13 @@ mod tests {
             "status": {"applications": {"chat": {"readyReplicas": 0, "desiredReplicas": 1, "ready": ready,
                 "message": "pod chat-1: container ollama: ImagePullBackOff: the image does not exist"}}}
         });
-        let mut table = Table::of(&cr).unwrap();
+        start(&cr, replicas, starts).await
+    }
+
+    /// A gateway routing the ModelOrchestra `cr`, whose application `chat`'s engine answers
+    /// once scaled up; `replicas` now.
+    async fn start(cr: &Value, replicas: i32, starts: bool) -> Setup {
+        let mut table = Table::of(cr).unwrap();
         let engine = free_addr();
         table.apps.get_mut("chat").unwrap().upstream = engine.to_string();
         let scaler = Arc::new(FakeScaler {
@@ -410,6 +416,41 @@ mod tests {
         }
         assert!(arrivals.len() >= 5, "{} chunks: buffered", arrivals.len());
         assert!(arrivals[arrivals.len() - 1] - arrivals[0] >= Duration::from_millis(300), "{arrivals:?}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_listed_model_the_registry_does_not_have_is_404_naming_why_and_the_others_answer() {
+        let cr = json!({
+            "apiVersion": "models.titanml.co/v1alpha2", "kind": "ModelOrchestra",
+            "metadata": {"name": "demo", "namespace": "models"},
+            "spec": {"applications": {"chat": {
+                "engine": {"ollama": {"models": [{"name": "smollm2:135m"}, {"name": "smollm2:135n"}]}}}}},
+            "status": {"applications": {"chat": {"ready": true, "models": [
+                {"name": "smollm2:135m", "phase": "Ready", "replicas": "1/1"},
+                {"name": "smollm2:135n", "phase": "Failed", "replicas": "0/1",
+                 "message": "chat-1: pull model manifest: file does not exist; retried in 60s"}]}}}
+        });
+        let s = start(&cr, 1, true).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let c = client();
+        let (code, body) = ask(&c, s.gateway, &generate()).await;
+        assert_eq!(code, 200, "{body}");
+        let (code, body) = ask(&c, s.gateway, &json!({"model": "smollm2:135n", "prompt": "Hi"})).await;
+        assert_eq!(code, 404, "{body}");
+        let said = serde_json::from_str::<Value>(&body).unwrap()["error"].as_str().unwrap().to_string();
+        assert!(said.contains("models registry does not have it") && said.contains("file does not exist"), "{said}");
+        assert!(said.contains("spec.applications.chat.engine.ollama.models"), "names the field to fix: {said}");
+        let chat = json!({"model": "smollm2:135n", "messages": []}).to_string();
+        let response = c.request(post(s.gateway, "/v1/chat/completions", chat.as_bytes())).await.unwrap();
+        assert_eq!(response.status(), 404);
+        let body: Value = serde_json::from_slice(&response.into_body().collect().await.unwrap().to_bytes()).unwrap();
+        assert_eq!(body["error"]["type"], "invalid_request_error", "OpenAI's shape: {body}");
+        let listed =
+            c.request(http::Request::get(format!("http://{}/v1/models", s.gateway)).body(Full::default()).unwrap());
+        let listed: Value =
+            serde_json::from_slice(&listed.await.unwrap().into_body().collect().await.unwrap().to_bytes()).unwrap();
+        assert_eq!(listed["data"].as_array().unwrap().len(), 1, "only the model served is listed: {listed}");
+        drop((s.routes, s.changed));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

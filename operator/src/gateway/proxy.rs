@@ -22,7 +22,7 @@ use serde_json::{json, Value};
 use tokio::sync::{watch, Notify};
 
 use super::metrics::Metrics;
-use super::routes::{App, Table};
+use super::routes::{normalise, App, Table};
 use super::scale::Scaler;
 
 /// The largest request body read (a chat's whole context fits).
@@ -245,6 +245,15 @@ impl Gateway {
             let m = format!("model `{model}` is not served here; served: {}", served.join(", "));
             return error(openai, StatusCode::NOT_FOUND, &m, Some(("models", json!(served))));
         };
+        if let Some(why) = app.absent.get(&normalise(&model)) {
+            self.metrics.request(&app.name, 404);
+            let m = format!(
+                "model `{model}` is listed for application `{0}` but the models registry does not have it ({why}); \
+                 the application serves its other models: correct the name in spec.applications.{0}.engine.ollama.models",
+                app.name
+            );
+            return error(openai, StatusCode::NOT_FOUND, &m, None);
+        }
         let state = self.state(&app.name);
         state.in_flight.fetch_add(1, Ordering::SeqCst);
         let in_flight = InFlight(state.clone());

@@ -31,6 +31,10 @@ pub struct App {
     pub ready: bool,
     /// Why it does not serve, when the status says.
     pub message: String,
+    /// Listed models no replica holds because the models registry does not have them (a
+    /// typo), normalised, each with the status's message: refused here naming why, while
+    /// the application serves the others.
+    pub absent: BTreeMap<String, String>,
 }
 
 /// The routes of one ModelOrchestra.
@@ -77,6 +81,8 @@ impl Table {
                 .and_then(|p| serde_json::from_value::<SleepPhase>(p.clone()).ok());
             let message = app_status.and_then(|s| s["message"].as_str()).unwrap_or_default().to_string();
             let ready = app_status.and_then(|s| s["ready"].as_bool()).unwrap_or(false);
+            let absent =
+                app_status.and_then(|s| s["models"].as_array()).map_or_else(BTreeMap::new, |models| absent(models));
             for m in &o.models {
                 table.by_model.insert(normalise(m), app.key.clone());
             }
@@ -92,6 +98,7 @@ impl Table {
                     phase,
                     ready,
                     message,
+                    absent,
                 },
             );
         }
@@ -103,13 +110,34 @@ impl Table {
         self.apps.get(self.by_model.get(&normalise(model))?)
     }
 
-    /// Every model served, as listed, with its application.
+    /// Every model served, as listed, with its application (not those the registry lacks).
     pub fn models(&self) -> Vec<(&str, &str)> {
-        let mut all: Vec<(&str, &str)> =
-            self.apps.values().flat_map(|a| a.models.iter().map(move |m| (m.as_str(), a.name.as_str()))).collect();
+        let mut all: Vec<(&str, &str)> = self
+            .apps
+            .values()
+            .flat_map(|a| {
+                a.models
+                    .iter()
+                    .filter(|m| !a.absent.contains_key(&normalise(m)))
+                    .map(move |m| (m.as_str(), a.name.as_str()))
+            })
+            .collect();
         all.sort();
         all
     }
+}
+
+/// The models of an application's status that no replica holds because the registry does
+/// not have them: `Failed`, held by none (`0/N`), and the pull's error says so.
+fn absent(models: &[Value]) -> BTreeMap<String, String> {
+    models
+        .iter()
+        .filter(|m| m["phase"] == "Failed" && m["replicas"].as_str().is_some_and(|r| r.starts_with("0/")))
+        .filter_map(|m| {
+            let (name, message) = (m["name"].as_str()?, m["message"].as_str()?);
+            crate::reconcile::pulls::is_missing(message).then(|| (normalise(name), message.to_string()))
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -172,6 +200,29 @@ mod tests {
     fn the_models_list_names_each_served_model_with_its_application() {
         let table = Table::of(&cr(json!({}))).unwrap();
         assert_eq!(table.models(), vec![("gemma3:270m", "big"), ("qwen2", "small"), ("smollm2:135m", "small")]);
+    }
+
+    #[test]
+    fn a_model_the_registry_does_not_have_is_known_with_why_and_not_listed_as_served() {
+        let status = json!({"applications": {"small": {"ready": true, "models": [
+            {"name": "smollm2:135m", "phase": "Ready", "replicas": "1/1"},
+            {"name": "qwen2", "phase": "Failed", "replicas": "0/1",
+             "message": "small-0: pull model manifest: file does not exist; retried in 60s"}
+        ]}}});
+        let table = Table::of(&cr(status)).unwrap();
+        let small = &table.apps["small"];
+        assert_eq!(small.absent.keys().collect::<Vec<_>>(), ["qwen2:latest"]);
+        assert!(small.absent["qwen2:latest"].contains("file does not exist"));
+        assert_eq!(table.models(), vec![("gemma3:270m", "big"), ("smollm2:135m", "small")]);
+    }
+
+    #[test]
+    fn a_model_whose_pull_failed_for_another_reason_or_that_a_replica_holds_is_not_absent() {
+        let status = json!({"applications": {"small": {"models": [
+            {"name": "smollm2:135m", "phase": "Failed", "replicas": "0/1", "message": "p: unexpected EOF; retried in 10s"},
+            {"name": "qwen2", "phase": "Failed", "replicas": "1/2", "message": "q: file does not exist; retried in 60s"}
+        ]}}});
+        assert!(Table::of(&cr(status)).unwrap().apps["small"].absent.is_empty());
     }
 
     #[test]

@@ -2,11 +2,15 @@
 //! replica may take traffic (its models-ready condition, a readiness gate), and where each
 //! listed model stands over the replicas that serve (`status.applications.<app>.models`).
 //!
-//! A replica that has not served yet takes traffic once it holds every listed model. A
-//! replica that serves keeps serving while it pulls a model added to the list (it answers
-//! for the models it holds; the status says the new one is `Pulling`): taking it out would
-//! stop every model of a one-replica application for a pull. Pure: the puller
-//! (`controller::models`) does the requests.
+//! A replica that has not served yet takes traffic once it holds every listed model the
+//! models registry has, and at least one: a model the registry does not have (a typo) is
+//! `Failed` naming it, and the gateway answers its requests with why, while the others
+//! serve — a typo is not an outage. A model whose pull failed otherwise (the registry down,
+//! a broken body) keeps a new replica out: it is retried, and a replica without it would
+//! answer "not found" beside replicas that have it. A replica that serves keeps serving
+//! while it pulls a model added to the list (it answers for the models it holds; the status
+//! says the new one is `Pulling`): taking it out would stop every model of a one-replica
+//! application for a pull. Pure: the puller (`controller::models`) does the requests.
 
 use std::collections::BTreeMap;
 
@@ -26,6 +30,24 @@ pub(crate) struct InReplica {
     pub(crate) pulled_at: Option<Time>,
     /// Why it is not Ready.
     pub(crate) message: String,
+    /// Its last pull failed because the registry does not have it ([`is_missing`]).
+    pub(crate) missing: bool,
+}
+
+impl InReplica {
+    /// The registry does not have it: its last pull said so.
+    fn absent(&self) -> bool {
+        self.phase == PullPhase::Failed && self.missing
+    }
+}
+
+/// Whether a pull's error says the registry does not have the model.
+pub(crate) fn is_missing(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    m.contains("file does not exist")
+        || m.contains("manifest unknown")
+        || m.contains("not found")
+        || m.contains("status code 404")
 }
 
 /// One replica of an Ollama application.
@@ -38,30 +60,52 @@ pub(crate) struct Replica {
     pub(crate) models: BTreeMap<String, InReplica>,
 }
 
-/// Whether the replica may take traffic: it holds every listed model, or it already serves.
+/// Whether the replica may take traffic: it holds every listed model the registry has (at
+/// least one), or it already serves.
 pub(crate) fn gate(listed: &[String], replica: &Replica) -> bool {
-    replica.gate == Some(true) || holds_all(listed, replica)
+    replica.gate == Some(true) || holds_all_it_can(listed, replica)
 }
 
-fn holds_all(listed: &[String], replica: &Replica) -> bool {
-    listed.iter().all(|m| replica.models.get(m).is_some_and(|s| s.phase == PullPhase::Ready))
+fn holds_all_it_can(listed: &[String], replica: &Replica) -> bool {
+    let (held, waiting, _) = sorted(listed, replica);
+    waiting.is_empty() && (!held.is_empty() || listed.is_empty())
 }
 
-/// The message of the models-ready condition: what the replica waits for.
+/// The listed models of a replica: held, waited for (pending, pulling, failed for a reason
+/// a retry may mend) and absent from the registry.
+fn sorted<'a>(listed: &'a [String], replica: &Replica) -> (Vec<&'a str>, Vec<&'a str>, Vec<&'a str>) {
+    let (mut held, mut waiting, mut absent) = (Vec::new(), Vec::new(), Vec::new());
+    for m in listed {
+        match replica.models.get(m) {
+            Some(s) if s.phase == PullPhase::Ready => held.push(m.as_str()),
+            Some(s) if s.absent() => absent.push(m.as_str()),
+            _ => waiting.push(m.as_str()),
+        }
+    }
+    (held, waiting, absent)
+}
+
+/// The message of the models-ready condition: what the replica waits for, or serves.
 pub(crate) fn gate_message(listed: &[String], replica: &Replica) -> String {
-    let missing: Vec<String> = listed
-        .iter()
-        .filter(|m| replica.models.get(*m).is_none_or(|s| s.phase != PullPhase::Ready))
-        .map(|m| match replica.models.get(m) {
-            Some(s) if !s.message.is_empty() => format!("{m} ({}: {})", s.phase.as_str(), s.message),
-            Some(s) => format!("{m} ({})", s.phase.as_str()),
-            None => format!("{m} (Pending)"),
-        })
-        .collect();
-    if missing.is_empty() {
+    let (held, waiting, absent) = sorted(listed, replica);
+    let describe = |names: &[&str]| {
+        names
+            .iter()
+            .map(|m| match replica.models.get(*m) {
+                Some(s) if !s.message.is_empty() => format!("{m} ({}: {})", s.phase.as_str(), s.message),
+                Some(s) => format!("{m} ({})", s.phase.as_str()),
+                None => format!("{m} (Pending)"),
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    if !waiting.is_empty() || (held.is_empty() && !listed.is_empty()) {
+        let all: Vec<&str> = waiting.iter().chain(&absent).copied().collect();
+        format!("waiting for {}", describe(&all))
+    } else if absent.is_empty() {
         format!("every listed model is present ({})", listed.join(", "))
     } else {
-        format!("waiting for {}", missing.join("; "))
+        format!("serving {}; the models registry does not have {}", held.join(", "), describe(&absent))
     }
 }
 
@@ -158,6 +202,46 @@ mod tests {
         let models = listed(&["a", "b"]);
         assert!(!gate(&models, &replica("p", None, &[("a", ready("x"))])));
         assert!(gate(&models, &replica("p", None, &[("a", ready("x")), ("b", ready("y"))])));
+    }
+
+    fn failed(message: &str) -> InReplica {
+        InReplica {
+            phase: PullPhase::Failed,
+            missing: is_missing(message),
+            message: message.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_model_the_registry_does_not_have_keeps_no_replica_from_serving_the_others() {
+        let models = listed(&["smollm2:135m", "nosuch:1b"]);
+        let r = replica(
+            "p",
+            None,
+            &[("smollm2:135m", ready("x")), ("nosuch:1b", failed("pull model manifest: file does not exist"))],
+        );
+        assert!(gate(&models, &r));
+        assert_eq!(
+            gate_message(&models, &r),
+            "serving smollm2:135m; the models registry does not have nosuch:1b (Failed: pull model manifest: file does not exist)"
+        );
+    }
+
+    #[test]
+    fn a_replica_holding_none_of_its_models_takes_no_traffic_even_when_the_registry_lacks_them_all() {
+        let models = listed(&["nosuch:1b"]);
+        let r = replica("p", None, &[("nosuch:1b", failed("pull model manifest: file does not exist"))]);
+        assert!(!gate(&models, &r));
+        assert!(gate_message(&models, &r).starts_with("waiting for nosuch:1b (Failed: "));
+    }
+
+    #[test]
+    fn a_pull_that_failed_for_another_reason_keeps_a_new_replica_out_until_it_is_retried() {
+        let models = listed(&["smollm2:135m", "gemma3:270m"]);
+        let r = replica("p", None, &[("smollm2:135m", ready("x")), ("gemma3:270m", failed("unexpected EOF"))]);
+        assert!(!gate(&models, &r), "the registry has it: a replica without it would answer not found beside others");
+        assert_eq!(gate_message(&models, &r), "waiting for gemma3:270m (Failed: unexpected EOF)");
     }
 
     #[test]

@@ -279,6 +279,35 @@ async fn the_gateway_restarted_while_an_application_sleeps_still_wakes_it_on_the
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_typo_leaves_the_present_model_answering_through_the_gateway_and_the_typo_is_refused_naming_why() {
+    let _pulls = FAULTS.read().await;
+    let (cluster, _operator) = setup("gateway_typo").await;
+    apply(&cluster, &cr("typo", &["smollm2:135m", "smolm2:135m"], "")).await;
+    wait_status(&cluster, "typo", "the typo is Failed as missing", |cr| {
+        let models = cr.data["status"]["applications"]["chat"]["models"].as_array()?.clone();
+        let typo = models.iter().find(|m| m["name"] == "smolm2:135m")?;
+        (typo["phase"] == "Failed" && typo["message"].as_str()?.contains("does not exist")).then_some(())
+    })
+    .await;
+    let gateway = Gateway::of(&cluster, "typo").await;
+
+    let (code, body) = gateway.post("/api/generate", &paris()).await.unwrap();
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("Paris"), "{body}");
+    let typo = json!({"model": "smolm2:135m", "messages": [{"role": "user", "content": "Hi"}]});
+    let said = eventually("the gateway names why the typo is not served", || async {
+        let (code, body) = gateway.post("/v1/chat/completions", &typo).await.ok()?;
+        let error: Value = serde_json::from_str(&body).ok()?;
+        let message = error["error"]["message"].as_str()?.to_string();
+        (code == 404 && message.contains("models registry does not have it")).then_some(message)
+    })
+    .await;
+    assert!(said.contains("spec.applications.chat.engine.ollama.models"), "{said}");
+    let (_, models) = gateway.get("/v1/models").await.unwrap();
+    assert!(models.contains("smollm2:135m") && !models.contains("smolm2"), "{models}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn answers_stream_through_the_gateway_as_the_engine_writes_them_ndjson_and_sse() {
     let _pulls = FAULTS.read().await;
     let (cluster, _operator) = setup("gateway_stream").await;

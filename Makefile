@@ -56,12 +56,14 @@ build:
 help:
 	@awk '/^## [a-z0-9-]+:/ { sub(/^## /, ""); n = index($$0, ":"); printf "  %-20s %s\n", substr($$0, 1, n - 1), substr($$0, n + 2) }' $(MAKEFILE_LIST)
 
-## test: what .ci/run runs: lint, test-unit, test-e2e, the push e2e and the OLM drills
+## test: what .ci/run runs: fmt, test-unit, test-e2e, the push e2e and the OLM drills, linted
 #   the test tools (apt packages, Go programs, models: scripts/install-test-deps.sh, logged
 #   to target/install-test-deps.log) are installed while the Rust side builds and runs
 #   what needs none of them (test-unit, the static binaries, the releases' operators): the
 #   two share the machine's cores better than one after the other. Clippy lints as the tiers
-#   build (LINTED), so the dependencies are compiled once, not checked apart for a lint step
+#   build (LINTED), so the dependencies are compiled once, not checked apart for a lint step.
+#   The OLM drills, which mostly wait for OLM, run beside test-e2e and the push e2e (their
+#   clusters are their own), logged to target/olm-drill.log and printed when they end
 test: export LINT_AS_BUILT = 1
 test:
 	@mkdir -p target; \
@@ -72,9 +74,13 @@ test:
 	echo "install-test-deps: waiting for it"; \
 	wait $$deps || { cat target/install-test-deps.log; echo "install-test-deps failed" >&2; exit 1; }; \
 	trap - EXIT; grep -E 'built in|apt-get|install-test-deps:' target/install-test-deps.log || true
-	$(MAKE) --no-print-directory test-e2e
-	scripts/bundle-push-e2e.sh
-	$(MAKE) --no-print-directory olm-drill
+	@setsid sh -c '$(OLM_DRILL)' >target/olm-drill.log 2>&1 & drill=$$!; \
+	trap 'kill -- -$$drill 2>/dev/null' EXIT; \
+	echo "olm-drill: beside test-e2e and the push e2e (target/olm-drill.log)"; \
+	$(MAKE) --no-print-directory test-e2e && scripts/bundle-push-e2e.sh; tiers=$$?; \
+	wait $$drill; drilled=$$?; trap - EXIT; \
+	echo "olm-drill (target/olm-drill.log):"; cat target/olm-drill.log; \
+	[ $$tiers = 0 ] && [ $$drilled = 0 ]
 
 ## released: every release's operator, rebuilt static from its commit (bundles/releases.yaml)
 released: static
@@ -100,9 +106,10 @@ test-e2e: static
 #   OLM v0 (OLM's pods, catalogs, unpack Jobs and the lines on the real node), both drills at
 #   once, each on a cluster of its own (docs: "The OLM drills"); builds what it runs first
 RELEASES = $(shell awk '$$1 == "-" && $$2 == "version:" { print $$3 }' bundles/releases.yaml)
+OLM_DRILL = $(LINTED) $(CARGO) test --workspace --test olm_drill -- --nocapture --test-threads 2
 olm-drill: static released
 	scripts/install-test-deps.sh
-	$(LINTED) $(CARGO) test --workspace --test olm_drill -- --nocapture --test-threads 2
+	$(OLM_DRILL)
 
 ## lint: cargo fmt --check, and clippy on every target with warnings as errors
 #   (the test = false tiers named apart: beside --all-targets, --test names none of them)

@@ -47,30 +47,29 @@ HTTP_API ?=
 all: build
 
 ## build: compile the operator and bundle-tool
-#   inside `make test` every target: the tiers built them, and a build of the binaries alone
-#   (without the dev-dependencies' features) would compile the workspace's crates again
+#   inside `make test` with the test targets: the tiers built them, and a build of the
+#   binaries alone (without the dev-dependencies' features) would compile the workspace again
 build:
-	$(LINTED) $(CARGO) build --workspace $(if $(LINT_AS_BUILT),--all-targets)
+	$(CARGO) build --workspace $(if $(MAKE_TEST),--bins --tests)
 
 ## help: every target, one line each
 help:
 	@awk '/^## [a-z0-9-]+:/ { sub(/^## /, ""); n = index($$0, ":"); printf "  %-20s %s\n", substr($$0, 1, n - 1), substr($$0, n + 2) }' $(MAKEFILE_LIST)
 
-## test: what .ci/run runs: fmt, test-unit, test-e2e, the push e2e and the OLM drills, linted
+## test: what .ci/run runs: lint, test-unit, test-e2e, the push e2e and the OLM drills
 #   the test tools (apt packages, Go programs, models: scripts/install-test-deps.sh, logged
 #   to target/install-test-deps.log) are installed while the Rust side builds and runs
 #   what needs none of them (test-unit, the static binaries, the releases' operators): the
-#   two share the machine's cores better than one after the other. Clippy lints as the tiers
-#   build (LINTED), so the dependencies are compiled once, not checked apart for a lint step.
+#   two share the machine's cores better than one after the other.
 #   The OLM drills, which mostly wait for OLM, run beside test-e2e and the push e2e (their
 #   clusters are their own), logged to target/olm-drill.log and printed when they end
-test: export LINT_AS_BUILT = 1
+test: export MAKE_TEST = 1
 test:
 	@mkdir -p target; \
 	setsid scripts/install-test-deps.sh >target/install-test-deps.log 2>&1 & deps=$$!; \
 	trap 'kill -- -$$deps 2>/dev/null' EXIT; \
 	echo "install-test-deps: in the background (target/install-test-deps.log)"; \
-	$(MAKE) --no-print-directory fmt test-unit static released || exit 1; \
+	$(MAKE) --no-print-directory lint test-unit static released || exit 1; \
 	echo "install-test-deps: waiting for it"; \
 	wait $$deps || { cat target/install-test-deps.log; echo "install-test-deps failed" >&2; exit 1; }; \
 	trap - EXIT; grep -E 'built in|apt-get|install-test-deps:' target/install-test-deps.log || true
@@ -88,11 +87,9 @@ released: static
 
 ## test-unit: the offline tier, in minutes; needs nothing but cargo
 #   every crate's unit tests, the operator's and bundle-tool's offline suites (contract,
-#   golden, CLI, the README's and the book's examples, generated files, module graph);
-#   every target of the workspace (benches too) built, and linted with LINT_AS_BUILT=1
+#   golden, CLI, the README's and the book's examples, generated files, module graph)
 test-unit:
-	$(LINTED) $(CARGO) test --workspace --all-targets --no-run
-	$(LINTED) $(CARGO) test --workspace
+	$(CARGO) test --workspace
 
 ## test-e2e: the tier on real programs (installs the test tools first)
 #   the local cluster's own tests, the operator's e2e suite on one shared cluster,
@@ -100,13 +97,13 @@ test-unit:
 E2E_TEST_THREADS ?= 4
 test-e2e: static
 	scripts/install-test-deps.sh
-	PATH="$(CURDIR)/target/tools/bin:$$PATH" $(LINTED) $(CARGO) test --workspace --test cluster --test e2e --test oracles -- --test-threads $(E2E_TEST_THREADS)
+	PATH="$(CURDIR)/target/tools/bin:$$PATH" $(CARGO) test --workspace --test cluster --test e2e --test oracles -- --test-threads $(E2E_TEST_THREADS)
 
 ## olm-drill: the two operator lines installed side by side by a real OLM v1 and by a real
 #   OLM v0 (OLM's pods, catalogs, unpack Jobs and the lines on the real node), both drills at
 #   once, each on a cluster of its own (docs: "The OLM drills"); builds what it runs first
 RELEASES = $(shell awk '$$1 == "-" && $$2 == "version:" { print $$3 }' bundles/releases.yaml)
-OLM_DRILL = $(LINTED) $(CARGO) test --workspace --test olm_drill -- --nocapture --test-threads 2
+OLM_DRILL = $(CARGO) test --workspace --test olm_drill -- --nocapture --test-threads 2
 olm-drill: static released
 	scripts/install-test-deps.sh
 	$(OLM_DRILL)
@@ -120,12 +117,6 @@ lint: fmt
 ## fmt: cargo fmt --check
 fmt:
 	$(CARGO) fmt --all -- --check
-
-# LINT_AS_BUILT=1 (make test sets it): the tiers' builds compile the workspace's own crates
-# with clippy-driver, which is what `cargo clippy` runs them with (it passes its arguments in
-# CLIPPY_ARGS), warnings as errors — the same lints as `make lint`, without checking every
-# dependency apart first. The dependencies are built as without it.
-LINTED = $(if $(LINT_AS_BUILT),RUSTC_WORKSPACE_WRAPPER="$$(rustc --print sysroot)/bin/clippy-driver" CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__)
 
 ## render: render the sample ModelOrchestra offline (no cluster needed)
 #   SAMPLE picks another, e.g. SAMPLE=config/samples/modelorchestra-v1alpha2.yaml

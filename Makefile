@@ -59,8 +59,8 @@ help:
 ## test: what .ci/run runs: lint, test-unit, test-e2e, the push e2e and the OLM drills
 #   the test tools (apt packages, Go programs, models: scripts/install-test-deps.sh, logged
 #   to target/install-test-deps.log) are installed while the Rust side builds and runs
-#   what needs none of them (lint, test-unit, the static binaries, the releases' operators): the
-#   two share the machine's cores better than one after the other
+#   what needs none of them (lint, test-unit, the static binaries, the releases' operators):
+#   the two share the machine's cores better than one after the other
 test: export MAKE_TEST = 1
 test:
 	@mkdir -p target; \
@@ -97,10 +97,9 @@ test-e2e: static
 #   OLM v0 (OLM's pods, catalogs, unpack Jobs and the lines on the real node), both drills at
 #   once, each on a cluster of its own (docs: "The OLM drills"); builds what it runs first
 RELEASES = $(shell awk '$$1 == "-" && $$2 == "version:" { print $$3 }' bundles/releases.yaml)
-OLM_DRILL = $(CARGO) test --workspace --test olm_drill -- --nocapture --test-threads 2
 olm-drill: static released
 	scripts/install-test-deps.sh
-	$(OLM_DRILL)
+	$(CARGO) test --workspace --test olm_drill -- --nocapture --test-threads 2
 
 ## lint: cargo fmt --check, and clippy on every target with warnings as errors
 #   (the test = false tiers named apart: beside --all-targets, --test names none of them)

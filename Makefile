@@ -4,7 +4,21 @@ CRD_VERSION ?= v1alpha1
 CARGO ?= cargo
 # Where cargo builds (CARGO_TARGET_DIR when set); the tools and caches stay in target/.
 TARGET_DIR ?= $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
-OPERATOR := $(TARGET_DIR)/debug/model-orchestra-operator
+# Every cargo command here builds for one target, glibc linked in (crt-static): the binaries
+# FROM-scratch images hold. So the tiers, the tools and the images share one build of the
+# dependencies: `make test` puts the binaries its tiers were built with in its images rather
+# than compiling everything again in the release profile. (The rustflags apply to the target
+# only, never to build scripts and proc macros: --target is always given.)
+STATIC_TARGET := x86_64-unknown-linux-gnu
+export CARGO_BUILD_TARGET := $(STATIC_TARGET)
+export CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS := -C target-feature=+crt-static
+# The profile of the binaries images are made of (scripts/released-operator.sh builds the
+# releases' so too): release, dev inside `make test`.
+export STATIC_PROFILE ?= $(if $(MAKE_TEST),dev,release)
+STATIC_DIR = $(TARGET_DIR)/$(STATIC_TARGET)/$(if $(filter dev,$(STATIC_PROFILE)),debug,$(STATIC_PROFILE))
+# Where the local cluster and the drills take the images' binaries from (cluster/src/tools.rs).
+export MO_STATIC_DIR = $(STATIC_DIR)
+OPERATOR := $(TARGET_DIR)/$(STATIC_TARGET)/debug/model-orchestra-operator
 SAMPLE ?= config/samples/modelorchestra.yaml
 IMAGE_TAG_BASE ?= ghcr.io/titanml/model-orchestra-operator
 IMG ?= $(IMAGE_TAG_BASE):v$(VERSION)
@@ -14,7 +28,7 @@ CRD_MODE ?= shared
 # CLAIM_UNLABELED=1: the bundle's operator also takes CRs without the operatorVersion label
 # (routed by apiVersion); lines from 0.1.1 on are released so.
 CLAIM_UNLABELED ?=
-BUNDLE_TOOL := $(TARGET_DIR)/debug/bundle-tool
+BUNDLE_TOOL := $(TARGET_DIR)/$(STATIC_TARGET)/debug/bundle-tool
 BUNDLES_DIR ?= bundles
 BUNDLE_IMG ?= $(IMAGE_TAG_BASE)-bundle:v$(VERSION)
 # Optional base image for the operator image (default: FROM scratch).
@@ -28,8 +42,7 @@ CATALOG_IMG ?= $(IMAGE_TAG_BASE)-catalog:v$(VERSION)
 CATALOG_BASE_IMG ?=
 CHANNEL ?= stable-v$(firstword $(subst ., ,$(VERSION)))
 OLM ?= v1
-STATIC_TARGET := x86_64-unknown-linux-gnu
-STATIC_BIN := $(TARGET_DIR)/$(STATIC_TARGET)/release/model-orchestra-operator
+STATIC_BIN = $(STATIC_DIR)/model-orchestra-operator
 KUBECTL ?= kubectl
 # `make registry`'s port (default: a free one).
 REGISTRY_PORT ?=
@@ -42,7 +55,7 @@ RUN_ARGS ?= --claim-unlabeled --metrics-addr 127.0.0.1:0
 # HTTP_API=1: `make deploy` and `make bundle` include the HTTP API (docs: "HTTP API").
 HTTP_API ?=
 
-.PHONY: all help build test test-unit test-e2e olm-drill image-build-push lint render crd generate docs bench install uninstall deploy undeploy run cluster registry bench-operator bundle release released crds fmt static bundle-build-push docker-build catalog catalog-build-push subscriptions bench-catalog bench-api bench-engine bench-gateway
+.PHONY: all help build test test-unit test-e2e olm-drill image-build-push lint render crd generate docs bench install uninstall deploy undeploy run cluster registry bench-operator bundle release released crds fmt static bundle-build-push docker-build catalog catalog-build-push subscriptions bench-catalog bench-api bench-engine bench-gateway bench-faults
 
 all: build
 
@@ -59,21 +72,28 @@ help:
 ## test: what .ci/run runs: lint, test-unit, test-e2e, the push e2e and the OLM drills
 #   the test tools (apt packages, Go programs, models: scripts/install-test-deps.sh, logged
 #   to target/install-test-deps.log) are installed while the Rust side builds and runs
-#   what needs none of them (lint, test-unit, the static binaries, the releases' operators):
-#   the two share the machine's cores better than one after the other
+#   what needs none of them (lint, test-unit): the two share the machine's cores better than
+#   one after the other. The images hold the dev-profile binaries test-unit built
+#   (STATIC_PROFILE). The OLM drills, which mostly wait for OLM, run beside test-e2e and the
+#   push e2e (their clusters are their own), logged to target/olm-drill.log and printed
+#   when they end; either failing fails the run
 test: export MAKE_TEST = 1
 test:
 	@mkdir -p target; \
 	setsid scripts/install-test-deps.sh >target/install-test-deps.log 2>&1 & deps=$$!; \
 	trap 'kill -- -$$deps 2>/dev/null' EXIT; \
 	echo "install-test-deps: in the background (target/install-test-deps.log)"; \
-	$(MAKE) --no-print-directory lint test-unit static released || exit 1; \
+	$(MAKE) --no-print-directory lint test-unit || exit 1; \
 	echo "install-test-deps: waiting for it"; \
 	wait $$deps || { cat target/install-test-deps.log; echo "install-test-deps failed" >&2; exit 1; }; \
 	trap - EXIT; grep -E 'built in|apt-get|install-test-deps:' target/install-test-deps.log || true
-	$(MAKE) --no-print-directory test-e2e
-	scripts/bundle-push-e2e.sh
-	$(MAKE) --no-print-directory olm-drill
+	@setsid $(MAKE) --no-print-directory olm-drill >target/olm-drill.log 2>&1 & drill=$$!; \
+	trap 'kill -- -$$drill 2>/dev/null' EXIT; \
+	echo "olm-drill: beside test-e2e and the push e2e (target/olm-drill.log)"; \
+	$(MAKE) --no-print-directory test-e2e && scripts/bundle-push-e2e.sh; tiers=$$?; \
+	wait $$drill; drilled=$$?; trap - EXIT; \
+	echo "olm-drill (target/olm-drill.log):"; cat target/olm-drill.log; \
+	[ $$tiers = 0 ] && [ $$drilled = 0 ]
 
 ## released: every release's operator, rebuilt static from its commit (bundles/releases.yaml)
 released: static
@@ -210,6 +230,13 @@ bench-gateway: static
 	$(CARGO) build --release -p model-orchestra-operator --bins --bench gateway
 	PATH="$(CURDIR)/target/tools/bin:$$PATH" $(CARGO) bench -p model-orchestra-operator --bench gateway
 
+## bench-faults: requests lost under a steady load through the model gateway while a
+#   gateway pod, an application pod, a rolling update and the operator's restart happen
+bench-faults: static
+	scripts/install-test-deps.sh
+	$(CARGO) build --release -p model-orchestra-operator --bins --bench faults
+	PATH="$(CURDIR)/target/tools/bin:$$PATH" $(CARGO) bench -p model-orchestra-operator --bench faults
+
 ## bench: render benchmarks, in process (criterion) and as a whole process
 #   the release binary's median wall time and peak RSS for the sample, 50 and 1,000
 #   applications
@@ -237,9 +264,10 @@ crds: build
 	$(BUNDLE_TOOL) crds
 
 ## static: the operator and mo-pod as static binaries, for FROM-scratch images
-#   glibc with crt-static; mo-pod is the pause and test images' program
+#   glibc with crt-static; mo-pod is the pause and test images' program. STATIC_PROFILE:
+#   release; inside `make test` dev, as `make build` made them
 static:
-	RUSTFLAGS='-C target-feature=+crt-static' $(CARGO) build --release --target $(STATIC_TARGET) -p model-orchestra-operator -p mo-pod
+	$(CARGO) build --profile $(STATIC_PROFILE) $(if $(MAKE_TEST),--workspace --bins --tests,-p model-orchestra-operator -p mo-pod)
 
 ## image-build-push: the operator image (IMG) from the static binary, pushed (no Docker)
 #   e.g. IMG=$(cat target/local-cluster.registry)/model-orchestra-operator:dev for make cluster

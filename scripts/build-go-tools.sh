@@ -156,6 +156,10 @@ cgo_exports() {
   esac
 }
 
+# No DWARF from the compiler either: the linker drops it (-w) anyway, and making it is a
+# share of every package's compile time. Part of the stamp.
+GCFLAGS="all=-dwarf=false"
+
 build_module() {
   local name=$1 dir="$root/tools/$1"
   [ -f "$dir/go.mod" ] || { echo "build-go-tools: no module tools/$name" >&2; return 1; }
@@ -165,7 +169,7 @@ build_module() {
   ldflags=${s#*ldflags=}
   local key
   local native=; [ "$name" = ollama ] && native="$CPU_FLAGS $LLAMA_CPP_PYTHON"
-  key=$(cat "$dir/go.mod" "$dir/go.sum" <(echo "$s" "$(go version)" "$CGO_ENABLED" $native) | sha256sum | cut -c1-16)
+  key=$(cat "$dir/go.mod" "$dir/go.sum" <(echo "$s" "$(go version)" "$CGO_ENABLED" "$GCFLAGS" $native) | sha256sum | cut -c1-16)
   # What a module leaves in share/ has a stamp of its own, with how it is made: a change
   # there makes it again without building the programs again.
   local extract_key
@@ -189,7 +193,7 @@ build_module() {
     (
       cd "$dir"
       cgo_exports "$name"
-      go build -trimpath ${tags:+-tags "$tags"} -ldflags "$ldflags" -o "$out/" $programs
+      go build -trimpath -gcflags "$GCFLAGS" ${tags:+-tags "$tags"} -ldflags "$ldflags" -o "$out/" $programs
     )
     for p in "$out"/*; do
       # etcd's main package is its module root, go.etcd.io/etcd/server/v3: Go names it `server`.

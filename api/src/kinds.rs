@@ -14,6 +14,7 @@ use serde_json::Value;
 pub enum Kind {
     // Declared in Helm's install order (`releaseutil.InstallOrder`); kinds Helm does not
     // know (the two CRD kinds) come last, as Helm sorts them.
+    PodDisruptionBudget,
     ServiceAccount,
     ConfigMap,
     PersistentVolumeClaim,
@@ -29,7 +30,8 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 12] = [
+    pub const ALL: [Kind; 13] = [
+        Kind::PodDisruptionBudget,
         Kind::ServiceAccount,
         Kind::ConfigMap,
         Kind::PersistentVolumeClaim,
@@ -50,6 +52,7 @@ impl Kind {
 
     pub fn kind(self) -> &'static str {
         match self {
+            Kind::PodDisruptionBudget => "PodDisruptionBudget",
             Kind::ServiceAccount => "ServiceAccount",
             Kind::ConfigMap => "ConfigMap",
             Kind::PersistentVolumeClaim => "PersistentVolumeClaim",
@@ -72,6 +75,7 @@ impl Kind {
             Kind::Role | Kind::RoleBinding => "rbac.authorization.k8s.io",
             Kind::Deployment | Kind::StatefulSet => "apps",
             Kind::Job => "batch",
+            Kind::PodDisruptionBudget => "policy",
             Kind::Ingress => "networking.k8s.io",
             Kind::ScaledObject => "keda.sh",
             Kind::ServiceMonitor => "monitoring.coreos.com",
@@ -95,6 +99,7 @@ impl Kind {
     /// Lower-case plural resource name, as used in URLs and RBAC rules.
     pub fn plural(self) -> &'static str {
         match self {
+            Kind::PodDisruptionBudget => "poddisruptionbudgets",
             Kind::ServiceAccount => "serviceaccounts",
             Kind::ConfigMap => "configmaps",
             Kind::PersistentVolumeClaim => "persistentvolumeclaims",
@@ -131,9 +136,11 @@ impl Kind {
     /// type. Returns a message naming the offending field.
     pub fn check(self, obj: &Value) -> Result<(), String> {
         use k8s_openapi::api::{
-            apps::v1 as apps, batch::v1 as batch, core::v1 as core, networking::v1 as net, rbac::v1 as rbac,
+            apps::v1 as apps, batch::v1 as batch, core::v1 as core, networking::v1 as net, policy::v1 as policy,
+            rbac::v1 as rbac,
         };
         match self {
+            Kind::PodDisruptionBudget => strict::<policy::PodDisruptionBudget>(obj),
             Kind::ServiceAccount => strict::<core::ServiceAccount>(obj),
             Kind::ConfigMap => strict::<core::ConfigMap>(obj),
             Kind::PersistentVolumeClaim => strict::<core::PersistentVolumeClaim>(obj),

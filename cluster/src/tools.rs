@@ -31,9 +31,13 @@ pub fn share_dir() -> PathBuf {
     bin_dir().join("../share")
 }
 
-/// Where `make static` puts the static binaries (the operator's, `mo-pod`) that the
-/// project's images are made of: `<target>/x86_64-unknown-linux-gnu/release`.
+/// Where the static binaries (the operator's, `mo-pod`) that the project's images are made
+/// of are: `$MO_STATIC_DIR` (the Makefile sets it: inside `make test`, the dev profile's, as
+/// the tiers were built), else `make static`'s, `<target>/x86_64-unknown-linux-gnu/release`.
 pub fn static_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("MO_STATIC_DIR") {
+        return PathBuf::from(dir);
+    }
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));

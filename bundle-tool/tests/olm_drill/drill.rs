@@ -35,15 +35,12 @@ pub struct Programs {
 impl Programs {
     pub fn locate() -> Programs {
         let bundle_tool = PathBuf::from(env!("CARGO_BIN_EXE_bundle-tool"));
-        // <target>/debug/bundle-tool: the operator's binaries are built beside it.
-        let profile = bundle_tool.parent().expect("bundle-tool's directory");
-        let target = profile.parent().expect("the target directory");
         let present = |path: PathBuf, how: &str| {
             assert!(path.is_file(), "{} is not built: {how} (`make olm-drill` does)", path.display());
             path
         };
         let static_operator =
-            present(target.join("x86_64-unknown-linux-gnu/release/model-orchestra-operator"), "make static");
+            present(local_cluster::tools::static_dir().join("model-orchestra-operator"), "make static");
         let mut released = BTreeMap::new();
         for (version, recorded) in released_commits() {
             // scripts/released-operator.sh keeps it under the checkout's target/, with its commit.

@@ -1,6 +1,9 @@
 //! What the benchmarks against the local control plane share: their knobs, a process's
 //! figures from /proc, and a plain server-side apply of one rendered object.
 
+// Each benchmark that includes this module uses part of it.
+#![allow(dead_code)]
+
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::Value;
 

@@ -1,7 +1,8 @@
 //! The model gateway as the templates see it: `model-orchestra-operator gateway` in the
 //! gateway's place (`<fullname>-gateway`) when every application is an open engine. Its
 //! ServiceAccount may read its own ModelOrchestra (the routes: which application serves
-//! which model) and scale the applications that sleep, nothing else.
+//! which model), scale the applications that sleep and record their last request in their
+//! Leases (the gateway's `activity` module), nothing else.
 
 use std::collections::BTreeMap;
 
@@ -13,6 +14,13 @@ use crate::model::Model;
 
 /// The gateway container's port (the Service's `http` port is 80).
 pub const PORT: i32 = 8080;
+
+/// The gateway's replicas: every request of the stack passes through it, so no one pod,
+/// node or rollout may take the stack down. Two, spread over nodes where there are several,
+/// with a PodDisruptionBudget that keeps one serving through a drain. Not a field:
+/// `v1alpha2` is frozen since 1.0.0 (see `chart::ollama::DRAIN_SECONDS` for why); each
+/// replica costs one small process (its memory is in the book's Benchmarks).
+pub const REPLICAS: i32 = 2;
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -28,6 +36,15 @@ pub(super) struct ModelGatewayContext {
     release: String,
     /// The Deployments of the applications that sleep (its Role's only scalable ones).
     sleeping: Vec<String>,
+    /// Their activity Leases (its Role's only writable ones).
+    activity_leases: Vec<String>,
+    replicas: i32,
+}
+
+/// The Lease in which the gateways record the last request of the application whose
+/// Deployment is `deployment`.
+pub fn activity_lease(deployment: &str) -> String {
+    format!("{deployment}-activity")
 }
 
 /// What the model gateway shares with the release.
@@ -46,12 +63,13 @@ pub(super) fn model_gateway(model: &Model, base: Base) -> Option<ModelGatewayCon
         return None;
     }
     let settings = model.model_gateway.as_ref()?;
-    let sleeping = model
+    let sleeping: Vec<String> = model
         .applications
         .iter()
         .filter(|a| a.sleep.is_some())
         .map(|a| format!("{}-{}", base.fullname, a.key))
         .collect();
+    let activity_leases = sleeping.iter().map(|d| activity_lease(d)).collect();
     let args = vec![
         "gateway".to_string(),
         format!("--namespace={}", base.namespace),
@@ -68,5 +86,7 @@ pub(super) fn model_gateway(model: &Model, base: Base) -> Option<ModelGatewayCon
         args,
         release: base.release.to_string(),
         sleeping,
+        activity_leases,
+        replicas: REPLICAS,
     })
 }

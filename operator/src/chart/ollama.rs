@@ -6,7 +6,8 @@
 //! every listed model is there. Adding or removing a model restarts nothing.
 
 use k8s_openapi::api::core::v1::{
-    EmptyDirVolumeSource, EnvVar, HTTPGetAction, PodReadinessGate, Probe, Volume, VolumeMount,
+    EmptyDirVolumeSource, EnvVar, HTTPGetAction, Lifecycle, LifecycleHandler, PodReadinessGate, Probe, SleepAction,
+    Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Serialize;
@@ -30,6 +31,16 @@ pub use model_orchestra_api::keys::MODELS_ANNOTATION;
 const HOME: &str = "/home/ollama";
 /// Scratch space (Ollama's temporary files): a volume, for the same reason.
 const TMP: &str = "/tmp";
+/// How long a replica told to stop (a rollout, a scale-down, a drain, a promotion's
+/// handover, sleep) goes on serving, out of its Service, before Ollama is stopped: Ollama
+/// cuts every connection it holds when stopped, so the answers in flight get this long to
+/// finish. Not a field: `v1alpha2` is frozen since 1.0.0 (a field added to it would be
+/// pruned from stored CRs whenever a bundle carrying 1.0.0's CRD is installed); the next
+/// API version makes it one.
+pub(crate) const DRAIN_SECONDS: i64 = 20;
+/// What a stopping replica's grace period gives Ollama beyond its drain: it exits at once
+/// on SIGTERM (it closes its server and kills its runners), this is a margin.
+const STOP_MARGIN_SECONDS: i64 = 5;
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -42,6 +53,9 @@ pub(super) struct OllamaContext {
     readiness_gates: Vec<PodReadinessGate>,
     volume_mounts: Vec<VolumeMount>,
     volumes: Vec<Volume>,
+    /// The drain: a `preStop` sleep of [`DRAIN_SECONDS`].
+    lifecycle: Lifecycle,
+    termination_grace_period_seconds: i64,
     /// The application's Service (the candidate's own, for a candidate).
     service: Meta,
     /// The models listed, for the revision's hash (a change of the list is a new revision
@@ -111,6 +125,19 @@ pub(super) fn ollama(app: &ApplicationModel, o: &OllamaSettings, base: OllamaBas
         readiness_gates: vec![PodReadinessGate { condition_type: MODELS_READY_CONDITION.into() }],
         volume_mounts,
         volumes,
+        // Ollama stops serving the moment it is told to stop (SIGTERM closes its server,
+        // requests in flight included). The kubelet runs the preStop hook first, while the
+        // pod leaves its Service's endpoints: the replica gets no new connection (the model
+        // gateway opens one per request) and answers what it holds. A sleep action needs
+        // nothing in the image.
+        lifecycle: Lifecycle {
+            pre_stop: Some(LifecycleHandler {
+                sleep: Some(SleepAction { seconds: DRAIN_SECONDS }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        termination_grace_period_seconds: DRAIN_SECONDS + STOP_MARGIN_SECONDS,
         service: base.service,
         models: o.models.clone(),
     }

@@ -47,6 +47,9 @@ pub(super) struct AppliedState {
     /// The Ollama applications, whose replicas are synced on every reconcile.
     pub(super) ollama: OllamaApps,
     pub(super) at: Instant,
+    /// The status is held until the Deployment controller has seen what this apply changed
+    /// ([`crate::reconcile::status::hold_for_controllers`]): the reconcile comes back soon.
+    pub(super) awaiting_controllers: bool,
 }
 
 /// The facts about an applied object that drift checks and status need.

@@ -16,6 +16,8 @@ use super::applied::AppliedState;
 /// What the operator keeps per CR: what its last apply left, the status it last wrote, and
 /// (another line's CR) since when it has seen it unserved.
 pub(super) type CrMemory = Memory<AppliedState, StatusWrite, Unserved>;
+/// One CR's entry of [`CrMemory`].
+pub(super) type CrEntry = Entry<AppliedState, StatusWrite, Unserved>;
 
 /// The status this operator last wrote for a CR.
 #[derive(Debug, Clone)]

@@ -42,6 +42,12 @@ const MAX_ANSWER: usize = 4 * 1024 * 1024;
 const MAX_GARBAGE: usize = 100;
 /// How often an agent lists its pod's models when nothing else happens.
 const RELIST: Duration = Duration::from_secs(30);
+/// Ollama's step that checks the blobs it downloaded (`verifying sha256 digest`): it hashes
+/// every new blob and says nothing until it is done.
+const VERIFYING: &str = "verifying sha256 digest";
+/// How fast that check is assumed to hash, at the least: a replica limited to a tenth of a
+/// core on a busy machine. SHA-256 runs at hundreds of MB/s on one core.
+const VERIFY_BYTES_PER_SECOND: f64 = 16.0 * 1024.0 * 1024.0;
 /// The most a request other than a pull may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -320,6 +326,18 @@ impl Progress {
     pub(crate) fn bytes(&self) -> (i64, i64) {
         self.blobs.values().fold((0, 0), |(c, t), (bc, bt)| (c.saturating_add(*bc), t.saturating_add(*bt)))
     }
+
+    /// How long the pull may go on without progress: `stall`; while Ollama checks what it
+    /// downloaded, which it does in silence, the time hashing every byte received takes at
+    /// [`VERIFY_BYTES_PER_SECOND`], when that is longer (a first pull of a model larger than
+    /// `stallSeconds`' worth of hashing was cut at this step, then found whole by its retry).
+    pub(crate) fn patience(&self, stall: Duration) -> Duration {
+        if self.status != VERIFYING {
+            return stall;
+        }
+        let (completed, _) = self.bytes();
+        stall.max(Duration::from_secs_f64(completed.max(0) as f64 / VERIFY_BYTES_PER_SECOND))
+    }
 }
 
 /// How a pull ended.
@@ -417,7 +435,8 @@ async fn run(
                         s.message.clear();
                     });
                     let _ = wake.send(cr.clone());
-                    let outcome = pull(&endpoint, name, pull_name, &want, &state, &wake, &cr).await;
+                    let pulled = pull(&endpoint, name, pull_name, &want, &state, &wake, &cr).await;
+                    let outcome = held_after_all(&endpoint, name, pull_name, pulled).await;
                     let m = memory.entry(name.clone()).or_default();
                     match outcome {
                         Pulled::Done => {
@@ -468,6 +487,35 @@ async fn run(
     }
 }
 
+/// A pull that failed for another reason than a missing model, checked against what the
+/// replica holds before it is called failed: Ollama's download goes on when the stream that
+/// asked for it breaks, and may have ended well.
+async fn held_after_all(endpoint: &Endpoint, name: &str, pull_name: &str, outcome: Pulled) -> Pulled {
+    let Pulled::Failed { message, missing: false } = &outcome else { return outcome };
+    let held = match endpoint.call(http::Method::GET, "/api/tags", None).await {
+        Ok(tags) => listing(&tags),
+        Err(_) => return outcome,
+    };
+    if !held.contains_key(&canonical(pull_name)) {
+        return outcome;
+    }
+    tracing::info!(pod = %endpoint.replica.pod, model = %name, failure = %message, "the pull's stream failed, but the replica holds the model");
+    name_as_listed(endpoint, name, pull_name).await
+}
+
+/// Names a model pulled from a registry as listed (`POST /api/copy`); nothing to do when
+/// the names are the same.
+async fn name_as_listed(endpoint: &Endpoint, name: &str, pull_name: &str) -> Pulled {
+    if canonical(pull_name) != canonical(name) {
+        let copy = json!({"source": pull_name, "destination": name});
+        if let Err(e) = endpoint.call(http::Method::POST, "/api/copy", Some(copy)).await {
+            let message = format!("naming {pull_name} {name}: {e}");
+            return Pulled::Failed { missing: is_missing(&message), message };
+        }
+    }
+    Pulled::Done
+}
+
 /// Pulls one model, following its progress; names it as listed once pulled.
 #[allow(clippy::too_many_arguments)]
 async fn pull(
@@ -490,14 +538,16 @@ async fn pull(
     let mut last_progress = Instant::now();
     let mut last_wake = Instant::now();
     loop {
-        let left = want.stall.saturating_sub(last_progress.elapsed());
+        let patience = progress.patience(want.stall);
+        let left = patience.saturating_sub(last_progress.elapsed());
         let chunk = match tokio::time::timeout(left, stream.next()).await {
             Err(_) => {
                 // Dropping the stream cuts the connection: Ollama cancels the pull.
                 let (completed, total) = progress.bytes();
+                let step = if progress.status.is_empty() { String::new() } else { format!(" ({})", progress.status) };
                 return failed(format!(
-                    "pulling {pull_name}: no progress for {}s after {completed} of {total} bytes",
-                    want.stall.as_secs()
+                    "pulling {pull_name}: no progress for {}s after {completed} of {total} bytes{step}",
+                    patience.as_secs()
                 ));
             }
             Ok(None) => break,
@@ -541,13 +591,7 @@ async fn pull(
         let last = if progress.status.is_empty() { "nothing".to_string() } else { format!("{:?}", progress.status) };
         return failed(format!("pulling {pull_name}: the pull ended after {last}, without success"));
     }
-    if canonical(pull_name) != canonical(name) {
-        let copy = json!({"source": pull_name, "destination": name});
-        if let Err(e) = endpoint.call(http::Method::POST, "/api/copy", Some(copy)).await {
-            return failed(format!("naming {pull_name} {name}: {e}"));
-        }
-    }
-    Pulled::Done
+    name_as_listed(endpoint, name, pull_name).await
 }
 
 #[cfg(test)]
@@ -585,6 +629,28 @@ mod tests {
         p.line(br#"{"error":"pull model manifest: file does not exist"}"#).unwrap();
         assert_eq!(p.error.as_deref(), Some("pull model manifest: file does not exist"));
         assert!(is_missing(p.error.as_deref().unwrap()));
+    }
+
+    #[test]
+    fn the_silent_check_of_a_download_is_given_the_time_hashing_it_takes() {
+        let stall = Duration::from_secs(5);
+        let mut p = Progress::default();
+        let gib = 1024 * 1024 * 1024_i64;
+        p.line(format!(r#"{{"status":"pulling a","digest":"sha256:a","total":{gib},"completed":{gib}}}"#).as_bytes())
+            .unwrap();
+        assert_eq!(p.patience(stall), stall, "downloading: stallSeconds");
+        assert!(p.line(br#"{"status":"verifying sha256 digest"}"#).unwrap(), "a new step is progress");
+        assert_eq!(p.patience(stall), Duration::from_secs(64), "1 GiB at 16 MiB/s");
+        p.line(br#"{"status":"writing manifest"}"#).unwrap();
+        assert_eq!(p.patience(stall), stall);
+    }
+
+    #[test]
+    fn a_small_download_is_checked_within_stall_seconds() {
+        let mut p = Progress::default();
+        p.line(br#"{"status":"pulling a","digest":"sha256:a","total":1000,"completed":1000}"#).unwrap();
+        p.line(br#"{"status":"verifying sha256 digest"}"#).unwrap();
+        assert_eq!(p.patience(Duration::from_secs(5)), Duration::from_secs(5));
     }
 
     #[test]

@@ -15,10 +15,10 @@ use super::cr::Cr;
 use super::engine_models::{self, OllamaApps, Replicas};
 use crate::chart::Component;
 use crate::reconcile::gates;
-use crate::reconcile::group::{self, Group};
+use crate::reconcile::group::{self, Gate, Group};
 use crate::reconcile::model::{self, Download};
 use crate::reconcile::promotion::{Ask, Progress};
-use crate::reconcile::status::{deployment_readiness, Health, Observed};
+use crate::reconcile::status::{controller_behind, deployment_readiness, Health, Observed};
 use model_orchestra_api::kinds::Kind;
 use model_orchestra_api::v1alpha2::PulledModelStatus;
 
@@ -85,6 +85,8 @@ pub(super) async fn sync_models(
 
 /// Readiness per component, from the Deployments just applied (their response carries
 /// status) or the cache, with the pods' problems; and the gateway Service's address.
+/// `gated_before`: the groups' gates before this reconcile applied `groups` (the same when
+/// nothing was applied), so that a root restarted now is reported with why.
 pub(super) fn observe(
     ctx: &Context,
     cr: &Cr,
@@ -92,6 +94,7 @@ pub(super) fn observe(
     fresh: &BTreeMap<String, Deployment>,
     refresh: &BTreeMap<String, String>,
     groups: &BTreeMap<String, Group>,
+    gated_before: &BTreeMap<String, Group>,
 ) -> Observed {
     let models: BTreeMap<String, model::CachedModel> = objects
         .iter()
@@ -113,6 +116,7 @@ pub(super) fn observe(
                     .cloned()
                     .or_else(|| ctx.caches.deployment(&cr.namespace, &o.name).map(|d| (*d).clone()));
                 let (replicas, rollout) = deployment_readiness(d.as_ref());
+                observed.controllers_behind |= d.as_ref().is_some_and(controller_behind);
                 let sleeps = d
                     .as_ref()
                     .and_then(|d| d.metadata.annotations.as_ref())
@@ -125,7 +129,12 @@ pub(super) fn observe(
                 if let Some((app, g)) = group {
                     let members = ctx.pods.members(&cr.namespace, &cr.name, component);
                     let previous = cr.previous.applications.get(app).and_then(|a| a.group.as_ref());
-                    let status = group::status(g.nodes, &members, &group::gate(g.nodes, &members), previous);
+                    let restarted_from = match gated_before.get(app).map(|b| &b.gate) {
+                        Some(before @ Gate::Serve { workers }) if *before != g.gate => Some(workers.as_str()),
+                        _ => None,
+                    };
+                    let gate = group::gate(g.nodes, &members);
+                    let status = group::status(g.nodes, &members, &gate, restarted_from, previous);
                     health = group::health(health, status);
                 }
                 if !health.replicas.ready {

@@ -85,6 +85,21 @@ pub(crate) enum ProbeError {
     Unreachable(String),
     #[error("the answer is not a completion: {0}")]
     Malformed(String),
+    /// The API server's service proxy found no ready endpoint behind the Service: the route
+    /// to the candidate is not there yet (the EndpointSlice lags the pods' readiness), which
+    /// says nothing of its answers. Not counted; the verification's deadline still bounds it.
+    #[error("the service has no ready endpoint yet: {0}")]
+    NoEndpoints(String),
+}
+
+/// What an error status from the API server's service proxy means for a probe.
+fn proxied_error(code: u16, message: &str) -> ProbeError {
+    let body: String = message.chars().take(200).collect();
+    if code == 503 && message.contains("no endpoints available for service") {
+        ProbeError::NoEndpoints(body)
+    } else {
+        ProbeError::Status { code, body }
+    }
 }
 
 impl Prober {
@@ -181,6 +196,18 @@ async fn verify(
                     Err(_) => Err(ProbeError::Timeout(ask.timeout.as_secs())),
                 }
             };
+            if let Err(e @ ProbeError::NoEndpoints(_)) = &outcome {
+                let said = Some(e.to_string());
+                let changed = {
+                    let mut p = progress.lock().expect("progress lock");
+                    std::mem::replace(&mut p.error, said.clone()) != said
+                };
+                if changed {
+                    let _ = wake.send(cr.clone());
+                }
+                tokio::time::sleep(ask.period).await;
+                continue;
+            }
             let done = {
                 let mut p = progress.lock().expect("progress lock");
                 p.probes += 1;
@@ -280,9 +307,7 @@ async fn send(client: &kube::Client, route: Route, ask: &Ask) -> Result<String, 
                 .expect("a valid request");
             match client.request_text(request).await {
                 Ok(text) => answer_of(&ask.target, text.as_bytes()),
-                Err(kube::Error::Api(s)) => {
-                    Err(ProbeError::Status { code: s.code, body: s.message.chars().take(200).collect() })
-                }
+                Err(kube::Error::Api(s)) => Err(proxied_error(s.code, &s.message)),
                 Err(e) => Err(ProbeError::Unreachable(e.to_string())),
             }
         }
@@ -377,5 +402,21 @@ mod tests {
         assert_eq!(answer_of(&target, br#"{"model":"m","response":" Paris.","done":true}"#), Ok(" Paris.".into()));
         let error = answer_of(&target, br#"{"error":"model 'x' not found"}"#);
         assert!(matches!(error, Err(ProbeError::Malformed(m)) if m.contains("no response")));
+    }
+
+    #[test]
+    fn a_service_without_endpoints_behind_the_api_servers_proxy_is_not_yet_reachable_not_a_failed_answer() {
+        let e = proxied_error(503, "no endpoints available for service \"hangs-model-orchestra-gateway\"");
+        assert!(matches!(e, ProbeError::NoEndpoints(_)), "{e:?}");
+        assert!(e.to_string().contains("no ready endpoint yet"), "{e}");
+    }
+
+    #[test]
+    fn any_other_status_from_the_proxy_is_the_services_answer_and_counts() {
+        assert_eq!(
+            proxied_error(503, "the engine is loading"),
+            ProbeError::Status { code: 503, body: "the engine is loading".into() }
+        );
+        assert!(matches!(proxied_error(500, "no endpoints available for service \"x\""), ProbeError::Status { .. }));
     }
 }

@@ -124,7 +124,7 @@ async fn reconcile_routed(cr: &Cr<'_>, ctx: &Context) -> Result<(Action, Changes
     match since_last_apply(cr, ctx) {
         SinceLastApply::Unchanged(state) => {
             let all: Vec<Planned> = state.objects.iter().chain(&state.held).cloned().collect();
-            let mut observed = observe(ctx, cr, &all, &BTreeMap::new(), &state.refresh, &state.groups);
+            let mut observed = observe(ctx, cr, &all, &BTreeMap::new(), &state.refresh, &state.groups, &state.groups);
             observed.pulls = sync_models(ctx, cr, &state.ollama).await;
             observed.warnings = state.warnings.clone();
             observed.promotions = state.promotions.clone();
@@ -170,7 +170,10 @@ async fn reconcile_routed(cr: &Cr<'_>, ctx: &Context) -> Result<(Action, Changes
         .collect();
     let held: Vec<Planned> = promotions.held.iter().map(Planned::held).collect();
     let all: Vec<Planned> = objects.iter().chain(&held).cloned().collect();
-    let mut observed = observe(ctx, cr, &all, &deployments, &refresh, &groups);
+    let gated_before = ctx.memory.read(&cr.key, |e| {
+        e.and_then(|e| e.applied.as_ref()).map(|a| a.groups.clone()).unwrap_or_else(|| groups.clone())
+    });
+    let mut observed = observe(ctx, cr, &all, &deployments, &refresh, &groups, &gated_before);
     observed.pulls = sync_models(ctx, cr, &ollama).await;
     observed.warnings = warnings.clone();
     observed.promotions = promotions.statuses.clone();
@@ -188,6 +191,7 @@ async fn reconcile_routed(cr: &Cr<'_>, ctx: &Context) -> Result<(Action, Changes
         groups,
         ollama,
         at: Instant::now(),
+        awaiting_controllers: false,
     };
     ctx.remember(cr.key.clone(), state);
     let applied = applied.iter().flatten().count();

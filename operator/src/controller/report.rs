@@ -24,11 +24,20 @@ use model_orchestra_api::v1alpha2::ModelOrchestraStatus;
 
 /// How often a status that only counts more ready pods is written while a CR comes up.
 pub(super) const PROGRESS_INTERVAL: Duration = Duration::from_secs(3);
+/// How soon a CR whose status waits for the Deployment controller is reconciled again.
+const AWAIT_CONTROLLERS: Duration = Duration::from_millis(500);
 
 impl Context {
     /// When to reconcile a CR next: when a progress-only status change it holds back is due,
     /// else at the resync.
     pub(super) fn next_reconcile(&self, key: &str) -> Action {
+        let awaiting = |e: Option<&super::memory::CrEntry>| {
+            e.and_then(|e| e.applied.as_ref()).is_some_and(|a| a.awaiting_controllers)
+        };
+        if self.memory.read(key, awaiting) {
+            // The Deployment's status update reconciles again; this covers a lost event.
+            return Action::requeue(AWAIT_CONTROLLERS);
+        }
         self.memory.read(key, |e| match e.and_then(|e| e.status.as_ref()).filter(|w| w.waiting) {
             Some(w) => Action::requeue(PROGRESS_INTERVAL.saturating_sub(w.at.elapsed()) + Duration::from_millis(50)),
             None => Action::requeue(self.settings.resync),
@@ -58,13 +67,25 @@ impl Context {
 }
 
 /// Writes the status of a CR whose objects are all applied, if it changed; returns the
-/// Ready condition's reason when it did.
+/// Ready condition's reason when it did. Held back while the Deployment controller has yet
+/// to see what the last apply changed ([`status::hold_for_controllers`]).
 pub(super) async fn report_applied(
     ctx: &Context,
     cr: &Cr<'_>,
     observed: Observed,
     hash: String,
 ) -> Result<Option<String>, ReconcileError> {
+    let edited = cr.previous.observed_generation.unwrap_or(0) < cr.generation.unwrap_or(0);
+    let held = ctx.memory.change(&cr.key, |e| match e.applied.as_mut() {
+        Some(applied) => {
+            applied.awaiting_controllers = status::hold_for_controllers(&observed, edited, applied.at.elapsed());
+            applied.awaiting_controllers
+        }
+        None => false,
+    });
+    if held {
+        return Ok(None);
+    }
     write_status(ctx, cr, &Outcome::Applied { observed: Box::new(observed), hash })
         .await
         .map_err(ReconcileError::Status)

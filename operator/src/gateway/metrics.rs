@@ -1,5 +1,5 @@
 //! The model gateway's metrics (`/metrics`, OpenMetrics text): requests, held requests,
-//! wake-ups and their duration, idle scale-downs, each by application.
+//! wake-ups and their duration, idle scale-downs, requests sent again, each by application.
 
 use std::time::Duration;
 
@@ -19,6 +19,7 @@ pub struct Metrics {
     wakeups: Family<Labels, Counter>,
     wakeup_seconds: Family<Labels, Histogram, fn() -> Histogram>,
     idle_scale_downs: Family<Labels, Counter>,
+    retries: Family<Labels, Counter>,
 }
 
 impl Default for Metrics {
@@ -43,6 +44,7 @@ impl Metrics {
         }
         let wakeup_seconds = Family::<Labels, Histogram, fn() -> Histogram>::new_with_constructor(buckets);
         let idle_scale_downs = Family::<Labels, Counter>::default();
+        let retries = Family::<Labels, Counter>::default();
         registry.register(
             "requests",
             "Requests, by application (empty: no model matched) and status code",
@@ -60,7 +62,12 @@ impl Metrics {
             "Scale-downs to zero of an application idle for its idleSeconds",
             idle_scale_downs.clone(),
         );
-        Metrics { registry, requests, held, wakeups, wakeup_seconds, idle_scale_downs }
+        registry.register(
+            "retries",
+            "Requests sent to an application again: the engine failed them before its answer began",
+            retries.clone(),
+        );
+        Metrics { registry, requests, held, wakeups, wakeup_seconds, idle_scale_downs, retries }
     }
 
     pub fn request(&self, application: &str, code: u16) {
@@ -82,6 +89,10 @@ impl Metrics {
 
     pub fn idle_scale_down(&self, application: &str) {
         self.idle_scale_downs.get_or_create(&app(application)).inc();
+    }
+
+    pub fn retried(&self, application: &str) {
+        self.retries.get_or_create(&app(application)).inc();
     }
 
     pub fn encode(&self) -> String {

@@ -1,7 +1,9 @@
 //! The model gateway's requests: each routed by its `model` to the application serving it
 //! and streamed through as the engine writes it; a request for an application that does
 //! not serve (asleep, or waking) is held until it does or its deadline passes, and wakes
-//! it — one scale-up however many requests wait.
+//! it — one scale-up however many requests wait. A request the engine fails before its
+//! answer begins (the connection closed or reset, a 503) is sent again, a bounded number of
+//! times; once the first byte of an answer is on its way to the client, never.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -9,7 +11,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 use http::{header, HeaderMap, Method, Request, Response, StatusCode};
@@ -21,9 +23,10 @@ use hyper_util::client::legacy::Client;
 use serde_json::{json, Value};
 use tokio::sync::{watch, Notify};
 
+use super::activity::{publish_every, Activity};
 use super::metrics::Metrics;
 use super::routes::{normalise, App, Table};
-use super::scale::Scaler;
+use super::scale::{Scaled, Scaler};
 
 /// The largest request body read (a chat's whole context fits).
 pub const MAX_BODY: usize = 16 * 1024 * 1024;
@@ -34,6 +37,19 @@ const HOLD_AWAKE: Duration = Duration::from_secs(30);
 const RETRY: Duration = Duration::from_millis(100);
 /// The longest an engine may take to start answering (a long prompt on a CPU).
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(600);
+/// How many more times a request the engine failed before its answer began is sent. Each
+/// try opens its connection through the application's Service anew, so kube-proxy picks the
+/// replica again: a replica that is terminating has left the Service's endpoints, or soon
+/// will. Nothing reached the client yet, and an inference request changes nothing it could
+/// repeat.
+const RETRIES: u32 = 2;
+/// Between two such tries.
+const RETRY_BEFORE_ANSWER: Duration = Duration::from_millis(50);
+/// How often idle applications are looked for (and activity in flight published).
+pub const IDLE_CHECK: Duration = Duration::from_secs(1);
+/// The longest a call to the API server for sleep is waited for: a slow one must not hold
+/// up the next check.
+const API_CALL: Duration = Duration::from_secs(5);
 
 pub type GatewayBody = BoxBody<Bytes, hyper::Error>;
 
@@ -44,6 +60,12 @@ struct AppState {
     in_flight: AtomicUsize,
     held: AtomicUsize,
     last_activity: Mutex<Option<Instant>>,
+    /// When the last request here ended (or, in flight, was last seen), for the stack.
+    last_request: Mutex<Option<SystemTime>>,
+    /// The last request time this gateway published for the stack ([`Activity`]).
+    published: Mutex<Option<SystemTime>>,
+    /// Before when the stack cannot be idle, from what the other gateways published.
+    busy_elsewhere_until: Mutex<Option<Instant>>,
     /// A scale-up this gateway made and no request has reached the application since: when.
     waking_since: Mutex<Option<Instant>>,
     /// Scaled to zero (by this gateway, or found so) and not woken since.
@@ -63,8 +85,13 @@ pub struct Gateway {
     apps: Mutex<HashMap<String, Arc<AppState>>>,
     client: Client<HttpConnector, Full<Bytes>>,
     scaler: Arc<dyn Scaler>,
+    activity: Arc<dyn Activity>,
     pub metrics: Metrics,
     started: Instant,
+    /// Told to stop: not ready any more (see `super::run`).
+    leaving: AtomicBool,
+    /// Its connections are to close once their answers end.
+    closing: watch::Sender<bool>,
 }
 
 /// Counts a request in flight until dropped (with the response body it travels in).
@@ -73,6 +100,7 @@ struct InFlight(Arc<AppState>);
 impl Drop for InFlight {
     fn drop(&mut self) {
         *self.0.last_activity.lock().expect("not poisoned") = Some(Instant::now());
+        *self.0.last_request.lock().expect("not poisoned") = Some(SystemTime::now());
         self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
     }
 }
@@ -166,28 +194,61 @@ fn routed(path: &str) -> bool {
 enum Failed {
     /// Nothing accepted the connection: no replica serves.
     NotServing,
-    /// The engine failed the request.
+    /// The engine took the connection but failed the request before its answer began (it
+    /// closed or reset the connection, or sent something that is not HTTP): nothing reached
+    /// the client, so the request may be sent again.
+    BeforeAnswer(String),
+    /// The engine did not start answering within [`ANSWER_TIMEOUT`].
     Upstream(String),
 }
 
 impl Gateway {
-    pub fn new(routes: watch::Receiver<Arc<Table>>, changed: Arc<Notify>, scaler: Arc<dyn Scaler>) -> Gateway {
+    pub fn new(
+        routes: watch::Receiver<Arc<Table>>,
+        changed: Arc<Notify>,
+        scaler: Arc<dyn Scaler>,
+        activity: Arc<dyn Activity>,
+    ) -> Gateway {
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(Duration::from_secs(2)));
         connector.set_nodelay(true);
-        let client = Client::builder(hyper_util::rt::TokioExecutor::new())
-            .pool_timer(hyper_util::rt::TokioTimer::new())
-            .pool_idle_timeout(Duration::from_secs(30))
-            .build(connector);
+        // No connection is kept for another request: each opens its own through the
+        // application's Service, so kube-proxy chooses the replica for every request. A
+        // kept one would stay with its replica after the replica left the Service (while it
+        // drains, see `chart::ollama::DRAIN_SECONDS`) and carry a new request there until
+        // Ollama stops and cuts it. An in-cluster connect costs well under a millisecond.
+        let client = Client::builder(hyper_util::rt::TokioExecutor::new()).pool_max_idle_per_host(0).build(connector);
         Gateway {
             routes,
             changed,
             apps: Mutex::new(HashMap::new()),
             client,
             scaler,
+            activity,
             metrics: Metrics::new(),
             started: Instant::now(),
+            leaving: AtomicBool::new(false),
+            closing: watch::Sender::new(false),
         }
+    }
+
+    /// Told to stop: readiness fails from now on.
+    pub fn leaving(&self) {
+        self.leaving.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_leaving(&self) -> bool {
+        self.leaving.load(Ordering::SeqCst)
+    }
+
+    /// Closes every connection once the answer it carries has ended.
+    pub fn close_connections(&self) {
+        self.closing.send_replace(true);
+    }
+
+    /// Whether the connections are to close.
+    pub fn closing(&self) -> watch::Receiver<bool> {
+        self.closing.subscribe()
     }
 
     fn state(&self, app: &str) -> Arc<AppState> {
@@ -257,6 +318,7 @@ impl Gateway {
         let state = self.state(&app.name);
         state.in_flight.fetch_add(1, Ordering::SeqCst);
         let in_flight = InFlight(state.clone());
+        self.publish_if_due(&app, &state, SystemTime::now());
         let response = self.forward_or_hold(&app, &state, &parts, body, in_flight, openai).await;
         self.metrics.request(&app.name, response.status().as_u16());
         response
@@ -296,8 +358,9 @@ impl Gateway {
         response
     }
 
-    /// One forward: the answer to give (the engine's, or 502 when it failed the request), or
-    /// the request back when no replica serves.
+    /// One forward, sent again up to [`RETRIES`] times while the engine fails it before its
+    /// answer begins: the answer to give (the engine's; 502 when every try failed), or the
+    /// request back when no replica serves.
     async fn attempt(
         &self,
         app: &App,
@@ -307,10 +370,27 @@ impl Gateway {
         in_flight: InFlight,
         openai: bool,
     ) -> Result<Response<GatewayBody>, InFlight> {
-        match self.forward(app, parts, body).await {
-            Ok(response) => Ok(self.streamed(app, state, response, in_flight)),
-            Err(Failed::Upstream(m)) => Ok(error(openai, StatusCode::BAD_GATEWAY, &m, None)),
-            Err(Failed::NotServing) => Err(in_flight),
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let last = tries > RETRIES;
+            let why = match self.forward(app, parts, body.clone()).await {
+                // An engine that cannot take the request now (Ollama: its queue is full).
+                Ok(response) if response.status() == StatusCode::SERVICE_UNAVAILABLE && !last => {
+                    "answered 503".to_string()
+                }
+                Ok(response) => return Ok(self.streamed(app, state, response, in_flight)),
+                Err(Failed::BeforeAnswer(m)) if !last => m,
+                Err(Failed::BeforeAnswer(m)) => {
+                    let m = format!("{m} (tried {tries} times)");
+                    return Ok(error(openai, StatusCode::BAD_GATEWAY, &m, None));
+                }
+                Err(Failed::Upstream(m)) => return Ok(error(openai, StatusCode::BAD_GATEWAY, &m, None)),
+                Err(Failed::NotServing) => return Err(in_flight),
+            };
+            self.metrics.retried(&app.name);
+            tracing::debug!(application = %app.name, try_ = tries, why = %why, "sending the request again");
+            tokio::time::sleep(RETRY_BEFORE_ANSWER).await;
         }
     }
 
@@ -355,9 +435,8 @@ impl Gateway {
         if state.waking_since.lock().expect("not poisoned").is_some() {
             return Ok(());
         }
-        // Scaled up already (by a user, or another gateway): its replicas are starting.
-        if self.scaler.replicas(&app.deployment).await? == 0 {
-            self.scaler.scale(&app.deployment, app.wake_replicas).await?;
+        // Scaled up already (by a user, or another gateway first): its replicas are starting.
+        if self.scaler.scale(&app.deployment, app.wake_replicas).await? == Scaled::Done {
             self.metrics.wakeup(&app.name);
             tracing::info!(application = %app.name, replicas = app.wake_replicas, "waking");
             *state.waking_since.lock().expect("not poisoned") = Some(Instant::now());
@@ -403,20 +482,67 @@ impl Gateway {
         match tokio::time::timeout(ANSWER_TIMEOUT, self.client.request(req)).await {
             Ok(Ok(response)) => Ok(response),
             Ok(Err(e)) if e.is_connect() => Err(Failed::NotServing),
-            Ok(Err(e)) => Err(Failed::Upstream(format!("`{}` failed the request: {e}", app.name))),
+            // The client returns an error only when no response head came: a failure later,
+            // in the body, reaches the client as a cut stream.
+            Ok(Err(e)) => Err(Failed::BeforeAnswer(format!("`{}` failed the request: {}", app.name, causes(&e)))),
             Err(_) => {
                 Err(Failed::Upstream(format!("`{}` did not answer within {} s", app.name, ANSWER_TIMEOUT.as_secs())))
             }
         }
     }
 
-    /// Puts to sleep each sleep-enabled application idle for its `idleSeconds`.
+    /// Publishes the request at `at` for the stack when the last publication is
+    /// [`publish_every`] old (without holding the request up).
+    fn publish_if_due(&self, app: &App, state: &Arc<AppState>, at: SystemTime) {
+        let Some(sleep) = app.sleep else { return };
+        {
+            let mut published = state.published.lock().expect("not poisoned");
+            let due =
+                published.is_none_or(|p| at.duration_since(p).unwrap_or_default() >= publish_every(sleep.idle_seconds));
+            if !due {
+                return;
+            }
+            *published = Some(at);
+        }
+        let (activity, deployment, name) = (self.activity.clone(), app.deployment.clone(), app.name.clone());
+        let state = state.clone();
+        tokio::spawn(async move {
+            let published = tokio::time::timeout(API_CALL, activity.publish(&deployment, at)).await;
+            if let Err(e) = published.unwrap_or_else(|_| Err(format!("no answer within {API_CALL:?}"))) {
+                tracing::warn!(application = %name, error = %e, "cannot publish the application's last request");
+                // Not published: the next request or check publishes again.
+                let mut published = state.published.lock().expect("not poisoned");
+                if *published == Some(at) {
+                    *published = None;
+                }
+            }
+        });
+    }
+
+    /// Puts to sleep each sleep-enabled application idle for its `idleSeconds` at every
+    /// gateway of the stack: at this one, and in what the others published
+    /// ([`super::activity`]).
     pub async fn sleep_idle(&self) {
         let table = self.table();
+        // First, before anything waits on the API server: a long answer is activity for as
+        // long as it streams, and a request not published yet (its publication failed, or
+        // it ended after the last one) is published once due.
+        for app in table.apps.values() {
+            let state = self.state(&app.name);
+            if state.in_flight.load(Ordering::SeqCst) > 0 {
+                self.publish_if_due(app, &state, SystemTime::now());
+                continue;
+            }
+            let last = *state.last_request.lock().expect("not poisoned");
+            let published = *state.published.lock().expect("not poisoned");
+            if let Some(last) = last.filter(|l| published.is_none_or(|p| p < *l)) {
+                self.publish_if_due(app, &state, last);
+            }
+        }
         for app in table.apps.values() {
             let Some(sleep) = app.sleep else { continue };
             let state = self.state(&app.name);
-            if state.asleep.load(Ordering::SeqCst) || state.in_flight.load(Ordering::SeqCst) > 0 {
+            if state.in_flight.load(Ordering::SeqCst) > 0 || state.asleep.load(Ordering::SeqCst) {
                 continue;
             }
             // An application coming up (created, rolled, its models pulling) is not idle: its
@@ -425,26 +551,46 @@ impl Gateway {
                 *state.last_activity.lock().expect("not poisoned") = Some(Instant::now());
                 continue;
             }
-            let last = state.last_activity.lock().expect("not poisoned").unwrap_or(self.started);
-            if last.elapsed() < Duration::from_secs(sleep.idle_seconds as u64) {
+            let idle = Duration::from_secs(sleep.idle_seconds as u64);
+            let local = *state.last_activity.lock().expect("not poisoned");
+            if local.unwrap_or(self.started).elapsed() < idle {
                 continue;
+            }
+            let until = *state.busy_elsewhere_until.lock().expect("not poisoned");
+            if until.is_some_and(|u| Instant::now() < u) {
+                continue;
+            }
+            // What the gateways published lags their last request by up to the publication
+            // interval and one check: idle for that much longer, the stack surely is.
+            let margin = publish_every(sleep.idle_seconds) + IDLE_CHECK;
+            let shared = tokio::time::timeout(API_CALL, self.activity.last(&app.deployment)).await;
+            match shared.unwrap_or_else(|_| Err(format!("no answer within {API_CALL:?}"))) {
+                Ok(Some(shared)) => {
+                    let since = SystemTime::now().duration_since(shared).unwrap_or_default();
+                    if since < idle + margin {
+                        let wait = idle + margin - since;
+                        *state.busy_elsewhere_until.lock().expect("not poisoned") = Some(Instant::now() + wait);
+                        continue;
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(application = %app.name, error = %e, "cannot read the stack's last request");
+                    continue;
+                }
             }
             let _scaling = state.scaling.lock().await;
             // A request may have come while the lock was awaited.
             if state.in_flight.load(Ordering::SeqCst) > 0 {
                 continue;
             }
-            let result = async {
-                if self.scaler.replicas(&app.deployment).await? > 0 {
-                    self.scaler.scale(&app.deployment, 0).await?;
-                    self.metrics.idle_scale_down(&app.name);
-                    tracing::info!(application = %app.name, idle_seconds = sleep.idle_seconds, "asleep");
-                }
-                Ok::<(), String>(())
-            }
-            .await;
-            match result {
-                Ok(()) => {
+            let scaled = tokio::time::timeout(API_CALL, self.scaler.scale(&app.deployment, 0)).await;
+            match scaled.unwrap_or_else(|_| Err(format!("no answer within {API_CALL:?}"))) {
+                Ok(scaled) => {
+                    if scaled == Scaled::Done {
+                        self.metrics.idle_scale_down(&app.name);
+                        tracing::info!(application = %app.name, idle_seconds = sleep.idle_seconds, "asleep");
+                    }
                     state.asleep.store(true, Ordering::SeqCst);
                     state.woken.store(false, Ordering::SeqCst);
                     *state.waking_since.lock().expect("not poisoned") = None;
@@ -484,6 +630,17 @@ impl Gateway {
         let models: Vec<Value> = table.models().into_iter().map(|(m, _)| json!({"name": m, "model": m})).collect();
         json_response(StatusCode::OK, &json!({"models": models}))
     }
+}
+
+/// An error and its causes, `: `-separated (hyper's own says only "client error (SendRequest)").
+fn causes(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out = format!("{out}: {s}");
+        source = s.source();
+    }
+    out
 }
 
 pub fn text(code: StatusCode, body: &'static str) -> Response<GatewayBody> {

@@ -126,8 +126,15 @@ pub(crate) fn apply_gates(objects: &mut [RenderedObject], gates: &BTreeMap<Strin
 
 /// The group's status. A root counts as ready only while it runs with the current workers.
 /// `previous` is the last status reported: a group that served (or was already restarting)
-/// and waits again is restarting, and says so until it serves again.
-pub(crate) fn status(nodes: i32, members: &[Member], gate: &Gate, previous: Option<&GroupStatus>) -> GroupStatus {
+/// and waits again is restarting, and says so until it serves again. `restarted_from` is
+/// the workers the root was told to run with before this reconcile told it `gate`'s.
+pub(crate) fn status(
+    nodes: i32,
+    members: &[Member],
+    gate: &Gate,
+    restarted_from: Option<&str>,
+    previous: Option<&GroupStatus>,
+) -> GroupStatus {
     let by_index = members_by_index(nodes, members);
     let of = |(index, m): &(i32, Option<&Member>)| MemberStatus {
         index: *index,
@@ -136,10 +143,14 @@ pub(crate) fn status(nodes: i32, members: &[Member], gate: &Gate, previous: Opti
     };
     let root_pod = by_index[0].1;
     // The workers a running root started with, when they are no longer the group's.
-    let outdated = match (gate, root_pod.and_then(|r| r.runs_with.as_deref())) {
-        (Gate::Serve { workers }, Some(with)) if with != workers => Some(replaced(with, workers)),
+    let outdated_against = |before: Option<&str>| match (gate, before) {
+        (Gate::Serve { workers }, Some(before)) if before != workers => Some(replaced(before, workers)),
         _ => None,
     };
+    // A root this reconcile restarted may already run again when it is observed (pods start
+    // in milliseconds where nothing is pulled): its status still says why, once.
+    let outdated =
+        outdated_against(root_pod.and_then(|r| r.runs_with.as_deref())).or_else(|| outdated_against(restarted_from));
     let mut root = of(&by_index[0]);
     root.ready &= outdated.is_none();
     let workers: Vec<MemberStatus> = by_index[1..].iter().map(of).collect();
@@ -271,7 +282,7 @@ mod tests {
     #[test]
     fn the_status_lists_every_member_with_its_node_and_counts_the_ready_ones() {
         let members = [root(true), worker(1, "a", true), worker(2, "b", false)];
-        let s = status(4, &members, &gate(4, &members), None);
+        let s = status(4, &members, &gate(4, &members), None, None);
         assert_eq!((s.nodes, s.ready), (4, 2));
         assert_eq!(s.root, MemberStatus { index: 0, ready: true, node: "node-0".into() });
         let workers: Vec<(i32, bool, &str)> = s.workers.iter().map(|w| (w.index, w.ready, w.node.as_str())).collect();
@@ -281,10 +292,10 @@ mod tests {
     #[test]
     fn a_group_that_served_and_lost_a_worker_says_it_is_restarting_until_it_serves_again() {
         let serving = [root(true), worker(1, "a", true)];
-        let served = status(2, &serving, &gate(2, &serving), None);
+        let served = status(2, &serving, &gate(2, &serving), None, None);
         assert_eq!(served.message, "");
         let lost = [root(true)];
-        let waiting = status(2, &lost, &gate(2, &lost), Some(&served));
+        let waiting = status(2, &lost, &gate(2, &lost), None, Some(&served));
         assert!(
             waiting.message.starts_with("restarting: the root runs only with every worker ready"),
             "{}",
@@ -292,9 +303,9 @@ mod tests {
         );
         assert!(waiting.message.contains("worker 1 (no pod)"), "{}", waiting.message);
         let back = [worker(1, "b", true)];
-        let starting = status(2, &back, &gate(2, &back), Some(&waiting));
+        let starting = status(2, &back, &gate(2, &back), None, Some(&waiting));
         assert!(starting.message.starts_with("restarting: every worker is ready"), "{}", starting.message);
-        let first = status(2, &back, &gate(2, &back), None);
+        let first = status(2, &back, &gate(2, &back), None, None);
         assert!(first.message.starts_with("starting:"), "{}", first.message);
     }
 
@@ -305,13 +316,29 @@ mod tests {
         let mut running = root(true);
         running.runs_with = Some(started_with.clone());
         let now = [running.clone(), worker(1, "a", true), worker(2, "c", true)];
-        let s = status(3, &now, &gate(3, &now), None);
+        let s = status(3, &now, &gate(3, &now), None, None);
         assert!(!s.root.ready);
         assert_eq!(s.ready, 2);
         assert!(s.message.starts_with("restarting: worker 2 was replaced"), "{}", s.message);
         let same = [running, worker(1, "a", true), worker(2, "b", true)];
-        let s = status(3, &same, &gate(3, &same), None);
+        let s = status(3, &same, &gate(3, &same), None, None);
         assert!(s.root.ready && s.message.is_empty(), "{s:?}");
+    }
+
+    #[test]
+    fn a_root_restarted_by_this_reconcile_says_why_even_when_its_new_pod_already_runs() {
+        let old = [worker(1, "a", true), worker(2, "b", true)];
+        let Gate::Serve { workers: before } = gate(3, &old) else { panic!("serves") };
+        let now = [worker(1, "a", true), worker(2, "c", true)];
+        let Gate::Serve { workers: after } = gate(3, &now) else { panic!("serves") };
+        let mut restarted = root(true);
+        restarted.runs_with = Some(after);
+        let members = [restarted, worker(1, "a", true), worker(2, "c", true)];
+        let s = status(3, &members, &gate(3, &members), Some(&before), None);
+        assert!(!s.root.ready, "ready once the Deployment reports it, not in the reconcile that restarted it");
+        assert!(s.message.starts_with("restarting: worker 2 was replaced"), "{}", s.message);
+        let next = status(3, &members, &gate(3, &members), None, Some(&s));
+        assert!(next.root.ready && next.message.is_empty(), "{next:?}");
     }
 
     #[test]
@@ -323,12 +350,12 @@ mod tests {
             sleeps: false,
         };
         let all = [root(true), worker(1, "a", true)];
-        let h = health(root_deployment(true), status(2, &all, &gate(2, &all), None));
+        let h = health(root_deployment(true), status(2, &all, &gate(2, &all), None, None));
         assert!(h.replicas.ready);
         assert_eq!((h.replicas.ready_replicas, h.replicas.desired_replicas), (2, 2));
         // A root held at zero replicas is a finished rollout: the group says otherwise.
         let waiting = [worker(1, "a", false)];
-        let h = health(root_deployment(true), status(2, &waiting, &gate(2, &waiting), None));
+        let h = health(root_deployment(true), status(2, &waiting, &gate(2, &waiting), None, None));
         assert!(!h.replicas.ready);
         assert!(matches!(h.rollout, Rollout::Progressing { serving: false, .. }), "{:?}", h.rollout);
         assert_eq!(h.replicas.group.unwrap().ready, 0);

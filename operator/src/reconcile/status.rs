@@ -4,6 +4,7 @@
 //! is written only if it changed.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -126,6 +127,31 @@ pub(crate) struct Observed {
     pub pulls: BTreeMap<String, Vec<PulledModelStatus>>,
     /// No Takeoff gateway is rendered (every application is Ollama): it is not waited for.
     pub no_gateway: bool,
+    /// A Deployment's controller has not seen its current generation yet: whether its pods
+    /// roll is not known.
+    pub controllers_behind: bool,
+}
+
+/// Whether the Deployment controller has yet to see `d`'s current generation (its status
+/// describes an older spec).
+pub(crate) fn controller_behind(d: &Deployment) -> bool {
+    d.status.as_ref().and_then(|s| s.observed_generation).unwrap_or(0) < d.metadata.generation.unwrap_or(0)
+}
+
+/// How long a status waits, after an apply, for the Deployment controller to see the
+/// generations that apply made (it takes milliseconds; seconds on a loaded control plane).
+pub(crate) const CONTROLLER_CATCH_UP: Duration = Duration::from_secs(5);
+
+/// Whether to hold the status back rather than write it: the user's edit (`edited`: the
+/// CR's generation is newer than its status's) was applied `since_apply` ago and changed a
+/// Deployment the controller has not seen yet. Written now, the status would say
+/// `ApplicationsNotReady` ("has not seen the new generation yet") for an edit that rolls no
+/// pod (a progress deadline, a strategy) and flip back a moment later; held, it says what
+/// the edit did once the controller has said whether pods roll. What the operator changes
+/// on its own (a group's root restarted) is reported at once: its status says why. Bounded:
+/// a controller that does not catch up within [`CONTROLLER_CATCH_UP`] is reported as it is.
+pub(crate) fn hold_for_controllers(observed: &Observed, edited: bool, since_apply: Duration) -> bool {
+    edited && observed.controllers_behind && since_apply < CONTROLLER_CATCH_UP
 }
 
 /// Readiness of one component from its Deployment (replicas may be owned by an autoscaler,
@@ -799,6 +825,30 @@ mod tests {
             "status": status
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn a_deployment_whose_controller_has_not_seen_its_generation_is_behind() {
+        let seen = json!({"observedGeneration": 2, "replicas": 2, "updatedReplicas": 2, "availableReplicas": 2});
+        assert!(!controller_behind(&deployment(2, seen.clone())));
+        assert!(controller_behind(&deployment(3, seen)));
+    }
+
+    #[test]
+    fn a_status_waits_for_the_controllers_a_few_seconds_after_an_apply_and_no_longer() {
+        let behind = Observed { controllers_behind: true, ..Default::default() };
+        assert!(hold_for_controllers(&behind, true, Duration::from_millis(300)));
+        assert!(
+            !hold_for_controllers(&behind, true, CONTROLLER_CATCH_UP),
+            "a controller that does not catch up is reported"
+        );
+        assert!(!hold_for_controllers(&Observed::default(), true, Duration::ZERO), "nothing to wait for");
+    }
+
+    #[test]
+    fn what_the_operator_changes_on_its_own_is_reported_at_once() {
+        let behind = Observed { controllers_behind: true, ..Default::default() };
+        assert!(!hold_for_controllers(&behind, false, Duration::ZERO), "a group's root restarted: the status says why");
     }
 
     #[test]

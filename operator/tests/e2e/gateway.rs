@@ -69,11 +69,7 @@ impl Gateway {
     }
 
     async fn post(&self, path: &str, body: &Value) -> Result<(u16, String), String> {
-        let uri = format!("http://{}{path}", self.addr);
-        let req = http::Request::post(uri)
-            .header(http::header::CONTENT_TYPE, "application/json")
-            .body(Full::new(Bytes::from(serde_json::to_vec(body).unwrap())))
-            .unwrap();
+        let req = json_post(self.addr, path, body);
         self.send(req).await
     }
 
@@ -86,11 +82,7 @@ impl Gateway {
 
     /// The chunks of a streamed answer, each with when it arrived (since the request).
     async fn stream(&self, path: &str, body: &Value) -> Vec<(Duration, Bytes)> {
-        let uri = format!("http://{}{path}", self.addr);
-        let req = http::Request::post(uri)
-            .header(http::header::CONTENT_TYPE, "application/json")
-            .body(Full::new(Bytes::from(serde_json::to_vec(body).unwrap())))
-            .unwrap();
+        let req = json_post(self.addr, path, body);
         let start = Instant::now();
         let response = self.client.request(req).await.unwrap();
         assert_eq!(response.status(), 200);
@@ -112,6 +104,38 @@ impl Gateway {
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .sum()
     }
+
+    /// Each replica of the gateway of the CR `name`, reached at its pod's address.
+    async fn replicas(cluster: &Cluster, name: &str) -> Vec<Gateway> {
+        let local = cluster.local.expect("a local cluster");
+        let mut replicas = Vec::new();
+        for pod in cluster.component_pods(name, "gateway").await {
+            let Some(ip) = pod.status.and_then(|s| s.pod_ip) else { continue };
+            let target: SocketAddr = format!("{ip}:8080").parse().unwrap();
+            let forwarder =
+                Forwarder::start("127.0.0.1:0".parse().unwrap(), target, local.isolation().clone()).unwrap();
+            let client = Client::builder(hyper_util::rt::TokioExecutor::new()).build_http();
+            replicas.push(Gateway { addr: forwarder.listen, _forwarder: forwarder, client });
+        }
+        replicas
+    }
+
+    /// One of the gateway's metrics summed over every replica of the gateway of `name`.
+    async fn metric_everywhere(cluster: &Cluster, name: &str, metric: &str, labels: &str) -> f64 {
+        let mut sum = 0.0;
+        for replica in Gateway::replicas(cluster, name).await {
+            sum += replica.metric(metric, labels).await;
+        }
+        sum
+    }
+}
+
+/// `POST path` of the gateway at `addr` with a JSON body.
+fn json_post(addr: SocketAddr, path: &str, body: &Value) -> http::Request<Full<Bytes>> {
+    http::Request::post(format!("http://{addr}{path}"))
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(Full::new(Bytes::from(serde_json::to_vec(body).unwrap())))
+        .unwrap()
 }
 
 /// Deterministic, short: SmolLM2 completes the capital of France.
@@ -180,9 +204,24 @@ async fn an_idle_application_sleeps_and_twenty_requests_wake_it_with_one_scale_u
         .filter(|e| e.is_write() && e.resource() == "deployments" && e.subresource() == "scale")
         .filter(|e| e.name() == "wake-model-orchestra-chat" && e.code() < 300)
         .collect();
-    assert_eq!(scale_writes.len(), 1, "{scale_writes:?}");
-    assert_eq!(gateway.metric("model_gateway_wakeups_total", "application=\"chat\"").await, 1.0);
-    assert_eq!(gateway.metric("model_gateway_wakeup_duration_seconds_count", "application=\"chat\"").await, 1.0);
+    assert_eq!(
+        scale_writes.len(),
+        1,
+        "one write however many of the gateway's replicas held requests: {scale_writes:?}"
+    );
+    let chat = "application=\"chat\"";
+    assert_eq!(Gateway::metric_everywhere(&cluster, "wake", "model_gateway_wakeups_total", chat).await, 1.0);
+    let woke = Gateway::metric_everywhere(&cluster, "wake", "model_gateway_wakeup_duration_seconds_count", chat).await;
+    assert_eq!(woke, 1.0);
+    // The requests were published for the stack, on a Lease the application's Deployment owns.
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(cluster.client.clone(), &cluster.namespace);
+    let lease = leases.get("wake-model-orchestra-chat-activity").await.unwrap();
+    let owner = &lease.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!((owner.kind.as_str(), owner.name.as_str()), ("Deployment", "wake-model-orchestra-chat"));
+    let spec = lease.spec.unwrap();
+    assert!(spec.holder_identity.unwrap().starts_with("wake-model-orchestra-gateway-"), "a gateway pod published");
+    assert!(spec.renew_time.is_some());
     let awake = wait_status(&cluster, "wake", "awake", |cr| {
         (cr.data["status"]["applications"]["chat"]["sleep"] == "Awake").then(|| cr.clone())
     })
@@ -196,6 +235,38 @@ async fn an_idle_application_sleeps_and_twenty_requests_wake_it_with_one_scale_u
     // keeps Degraded.
     let ready = typed_events(&cluster, "wake", "Ready").await;
     assert!(!ready.is_empty() && ready.iter().all(|(t, _)| t == "Normal"), "{ready:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_application_busy_at_one_gateway_replica_is_not_put_to_sleep_by_the_other() {
+    let _pulls = FAULTS.read().await;
+    let (cluster, _operator) = setup("gateway_shared_idle").await;
+    apply(&cluster, &cr("shared", &["smollm2:135m"], &sleeping(3, 150))).await;
+    wait_ready(&cluster, "shared").await;
+    let replicas = eventually_within(WAKE, "both gateway replicas", || async {
+        let replicas = Gateway::replicas(&cluster, "shared").await;
+        (replicas.len() == 2).then_some(replicas)
+    })
+    .await;
+    // The application sleeps after 3 s without a request; only one gateway gets any, for
+    // five times as long.
+    let mark = cluster.audit_mark();
+    let busy_until = Instant::now() + Duration::from_secs(15);
+    while Instant::now() < busy_until {
+        let (code, body) = replicas[0].post("/api/generate", &paris()).await.unwrap();
+        assert_eq!(code, 200, "{body}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let scale_writes: Vec<_> = cluster
+        .audit()
+        .unwrap()
+        .since(mark)
+        .into_iter()
+        .filter(|e| e.is_write() && e.resource() == "deployments" && e.subresource() == "scale")
+        .filter(|e| e.name() == "shared-model-orchestra-chat")
+        .collect();
+    assert!(scale_writes.is_empty(), "put to sleep while busy at the other gateway: {scale_writes:?}");
+    wait_asleep(&cluster, "shared").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -237,6 +308,12 @@ async fn a_wake_up_that_cannot_succeed_answers_the_held_requests_503_with_the_re
     );
     apply(&cluster, &yaml).await;
     wait_asleep(&cluster, "fail").await;
+    // Its last replica gone: a replica put to sleep serves on, out of its Service, for its
+    // drain, and kube-proxy sends a Service's traffic to such a replica when it has no other.
+    eventually_within(WAKE, "the sleeping replica gone", || async {
+        cluster.component_pods("fail", "application-chat").await.is_empty().then_some(())
+    })
+    .await;
 
     let start = Instant::now();
     let answers = gateway.paris_at_once(3).await;
@@ -260,14 +337,17 @@ async fn the_gateway_restarted_while_an_application_sleeps_still_wakes_it_on_the
     wait_asleep(&cluster, "restart").await;
 
     let old = cluster.component_pods("restart", "gateway").await;
-    assert_eq!(old.len(), 1);
+    assert_eq!(old.len(), 2, "the gateway's two replicas");
     let pods = cluster.pods();
-    pods.delete(&old[0].metadata.name.clone().unwrap(), &DeleteParams::default()).await.unwrap();
-    // Restarted: the old pod gone (it stops on SIGTERM once nothing is in flight), a new
-    // one in its place.
-    eventually_within(WAKE, "only a new gateway pod", || async {
+    for pod in &old {
+        pods.delete(&pod.metadata.name.clone().unwrap(), &DeleteParams::default()).await.unwrap();
+    }
+    // Restarted: the old pods gone (each stops on SIGTERM once nothing is in flight), new
+    // ones in their place.
+    eventually_within(WAKE, "only new gateway pods", || async {
         let now = cluster.component_pods("restart", "gateway").await;
-        (now.len() == 1 && now[0].metadata.uid != old[0].metadata.uid).then_some(())
+        let renewed = now.iter().all(|p| old.iter().all(|o| o.metadata.uid != p.metadata.uid));
+        (now.len() == 2 && renewed).then_some(())
     })
     .await;
     let gateway = Gateway::of(&cluster, "restart").await;
@@ -331,7 +411,9 @@ async fn answers_stream_through_the_gateway_as_the_engine_writes_them_ndjson_and
     let chunks = gateway.stream("/v1/chat/completions", &openai).await;
     let events = chunks.iter().map(|(_, c)| String::from_utf8_lossy(c).matches("data: ").count()).sum::<usize>();
     assert!(events >= 50, "{events} server-sent events");
-    assert_streamed(&chunks, generating / 2);
+    // OpenAI's events carry no generation time; this answer's own length stands for it (the
+    // machine's load changes between two answers: the first one's would not do).
+    assert_streamed(&chunks, chunks.last().unwrap().0 / 2);
 }
 
 /// The first bytes came at least `spread` before the last: the gateway forwarded them as
@@ -343,4 +425,149 @@ fn assert_streamed(chunks: &[(Duration, Bytes)], spread: Duration) {
         last - first >= spread,
         "first chunk at {first:?}, last at {last:?}, less than {spread:?} apart: buffered?"
     );
+}
+
+/// How a client of the load fared: answers whole, and every failure with what it was.
+#[derive(Default)]
+struct Tally {
+    answered: usize,
+    failed: Vec<String>,
+}
+
+/// One request of the load, read to its end: a streamed `/api/generate` must end with its
+/// `done` line, an OpenAI chat completion must hold its choice.
+async fn ask_whole(
+    client: &Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>,
+    addr: SocketAddr,
+    streamed: bool,
+) -> Result<(), String> {
+    let (path, body) = if streamed {
+        let body = json!({"model": "smollm2:135m", "prompt": "Once upon a time", "raw": true, "stream": true,
+            "options": {"temperature": 0, "seed": 0, "num_predict": 12}});
+        ("/api/generate", body)
+    } else {
+        let body = json!({"model": "smollm2:135m", "max_tokens": 8, "temperature": 0,
+            "messages": [{"role": "user", "content": "What is the capital of France?"}]});
+        ("/v1/chat/completions", body)
+    };
+    let response = client.request(json_post(addr, path, &body)).await.map_err(|e| format!("{path}: {e}"))?;
+    let code = response.status().as_u16();
+    let bytes = response.into_body().collect().await.map_err(|e| format!("{path}: cut: {e}"))?.to_bytes();
+    let text = String::from_utf8_lossy(&bytes);
+    if code != 200 {
+        return Err(format!("{path}: {code} {text}"));
+    }
+    let whole = if streamed {
+        let last = text.trim_end().lines().last().and_then(|l| serde_json::from_str::<Value>(l).ok());
+        last.is_some_and(|l| l["done"] == true)
+    } else {
+        serde_json::from_str::<Value>(&text).is_ok_and(|a| a["choices"][0]["message"]["content"].is_string())
+    };
+    if whole {
+        Ok(())
+    } else {
+        Err(format!("{path}: an answer without its end: {text}"))
+    }
+}
+
+/// A client that asks without a pause, streamed answers and whole ones in turn, until told
+/// to stop: what it got.
+fn load(
+    client: Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>,
+    addr: SocketAddr,
+) -> (std::sync::Arc<std::sync::atomic::AtomicBool>, tokio::task::JoinHandle<Tally>) {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stopped = stop.clone();
+    let load = tokio::spawn(async move {
+        let mut tally = Tally::default();
+        let mut streamed = true;
+        while !stopped.load(std::sync::atomic::Ordering::SeqCst) {
+            match ask_whole(&client, addr, streamed).await {
+                Ok(()) => tally.answered += 1,
+                Err(e) => tally.failed.push(e),
+            }
+            streamed = !streamed;
+        }
+        tally
+    });
+    (stop, load)
+}
+
+impl Tally {
+    fn assert_nothing_lost(&self, what: &str) {
+        eprintln!("{what}: {} answered whole, {} failed", self.answered, self.failed.len());
+        let asked = self.answered + self.failed.len();
+        assert!(self.failed.is_empty(), "{} of {asked} lost: {:#?}", self.failed.len(), self.failed);
+        assert!(self.answered >= 3, "the load ran: {} answers", self.answered);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_replica_deleted_under_load_loses_no_request() {
+    let _pulls = FAULTS.read().await;
+    let (cluster, _operator) = setup("gateway_failover").await;
+    apply(&cluster, &cr("failover", &["smollm2:135m"], "")).await;
+    wait_ready(&cluster, "failover").await;
+    let gateway = Gateway::of(&cluster, "failover").await;
+    let replicas = cluster.component_pods("failover", "gateway").await;
+    assert_eq!(replicas.len(), 2, "the gateway's two replicas");
+
+    // A connection per request, so that each request is sent to a gateway the Service
+    // chooses then. (A connection a client keeps stays with its pod; the gateway closes it
+    // after the answer it carries, and an HTTP/1.1 client sending on it at that instant
+    // must retry, as every keep-alive client must.)
+    let client = Client::builder(hyper_util::rt::TokioExecutor::new()).pool_max_idle_per_host(0).build_http();
+    let clients: Vec<_> = (0..4).map(|_| load(client.clone(), gateway.addr)).collect();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let deleted = replicas[0].metadata.name.clone().unwrap();
+    cluster.pods().delete(&deleted, &DeleteParams::default()).await.unwrap();
+    // Gone: it left the Service's endpoints, served what came meanwhile, closed its
+    // connections after their answers and stopped.
+    eventually_within(Duration::from_secs(60), "the deleted gateway pod is gone", || async {
+        cluster.pods().get_opt(&deleted).await.ok()?.is_none().then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut all = Tally::default();
+    for (stop, load) in clients {
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        let tally = load.await.unwrap();
+        all.answered += tally.answered;
+        all.failed.extend(tally.failed);
+    }
+    all.assert_nothing_lost("a gateway replica deleted under the load of four clients");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolling_update_under_load_loses_no_request_through_the_gateway() {
+    let _pulls = FAULTS.read().await;
+    let (cluster, _operator) = setup("gateway_rollout").await;
+    apply(&cluster, &cr("rollout", &["smollm2:135m"], "")).await;
+    wait_ready(&cluster, "rollout").await;
+    let gateway = Gateway::of(&cluster, "rollout").await;
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(cluster.client.clone(), &cluster.namespace);
+    let serving = ListParams::default().labels("app.kubernetes.io/component=application-chat");
+    let before: Vec<String> =
+        pods.list(&serving).await.unwrap().items.into_iter().filter_map(|p| p.metadata.name).collect();
+    assert_eq!(before.len(), 1, "{before:?}");
+
+    // With one replica, what the client has in flight when the old replica is told to stop
+    // was sent to it: Ollama would cut it there, were the replica not drained first.
+    let (stop, load) = load(gateway.client.clone(), gateway.addr);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    // A change of the pods' template: the Deployment starts a new replica, and stops the old
+    // one once the new one is ready.
+    apply(&cluster, &cr("rollout", &["smollm2:135m"], "      podAnnotations: {rolled: \"1\"}\n")).await;
+    eventually_within(Duration::from_secs(300), "the replica before the change is gone", || async {
+        let names: Vec<String> =
+            pods.list(&serving).await.ok()?.items.into_iter().filter_map(|p| p.metadata.name).collect();
+        (!names.iter().any(|n| before.contains(n))).then_some(())
+    })
+    .await;
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+
+    let retries = Gateway::metric_everywhere(&cluster, "rollout", "model_gateway_retries_total", "").await;
+    eprintln!("rollout under load: {retries} sent again");
+    load.await.unwrap().assert_nothing_lost("rollout under load");
 }

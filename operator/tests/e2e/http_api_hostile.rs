@@ -1,6 +1,10 @@
 //! Hostile requests — methods, paths, headers and bodies made up by proptest, written as raw
 //! bytes over TLS — never get a 5xx from the HTTP API, nor crash it (a panic would be a 500:
 //! the server turns them into one).
+//!
+//! A 502, 503 or 504 says the Kubernetes API server failed or was slow, which a loaded machine
+//! can cause for any request: such an answer is the input's fault only if the same request,
+//! sent again, gets it again. A 500 is always a failure.
 
 use std::time::Duration;
 
@@ -126,9 +130,9 @@ fn hostile(namespace: String, key: String) -> impl Strategy<Value = Hostile> {
     )
 }
 
-/// Writes the request as raw bytes and reads the status line: `None` when the server closed
-/// the connection without one.
-async fn status_of(client: &HttpsClient, h: &Hostile) -> Option<u16> {
+/// Writes the request as raw bytes and reads the answer: its status and, for a 5xx, its
+/// body; `None` when the server closed the connection without one.
+async fn answer_to(client: &HttpsClient, h: &Hostile) -> Option<(u16, String)> {
     let mut tls = client.tls().await;
     let mut raw = format!("{} {} HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n", h.method, h.path).into_bytes();
     for (k, v) in &h.headers {
@@ -139,18 +143,34 @@ async fn status_of(client: &HttpsClient, h: &Hostile) -> Option<u16> {
     if tls.write_all(&raw).await.is_err() {
         return None;
     }
-    let mut head = Vec::new();
+    let mut answer = Vec::new();
     let mut buf = [0u8; 4096];
-    // A watch never ends: the head is enough.
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+    // A watch never ends: the head is enough, but for an error, whose body says why.
+    loop {
+        let head_read = answer.windows(4).any(|w| w == b"\r\n\r\n");
+        if head_read && !answer.starts_with(b"HTTP/1.1 5") {
+            break;
+        }
         match tokio::time::timeout(Duration::from_secs(20), tls.read(&mut buf)).await {
             Ok(Ok(0)) | Ok(Err(_)) => break,
-            Ok(Ok(n)) => head.extend_from_slice(&buf[..n]),
+            Ok(Ok(n)) => answer.extend_from_slice(&buf[..n]),
+            Err(_) if head_read => break,
             Err(_) => panic!("no answer within 20 s to {h:?}"),
         }
     }
-    let text = String::from_utf8_lossy(&head);
-    text.strip_prefix("HTTP/1.1 ").and_then(|s| s.get(..3)).and_then(|s| s.parse().ok())
+    let text = String::from_utf8_lossy(&answer).into_owned();
+    let code = text.strip_prefix("HTTP/1.1 ").and_then(|s| s.get(..3)).and_then(|s| s.parse().ok())?;
+    Some((code, text))
+}
+
+/// Whether a 5xx answer is the upstream's passing failure: a 502, 503 or 504 that the same
+/// request, asked again a second later, does not get.
+async fn upstream_blip(client: &HttpsClient, h: &Hostile, code: u16) -> bool {
+    if !matches!(code, 502..=504) {
+        return false;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    answer_to(client, h).await.is_none_or(|(again, _)| again < 500)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -162,17 +182,25 @@ async fn hostile_paths_headers_and_bodies_never_get_a_5xx_or_crash_the_server() 
         ApiServer::start(&cluster, &["--rate-limit", "10000", "--rate-burst", "10000", "--max-body-bytes", "65536"])
             .await;
     let client = server.client();
+    // The set-up serves: a key's own list answers (the made-up requests reach it ~1% of the
+    // time, too rarely to count on in 300).
+    let list = client.get(&format!("/api/v1/namespaces/{}/modelorchestras", cluster.namespace), &key).await;
+    assert_eq!(list.status, 200, "{list:?}");
     let cases: u32 = std::env::var("API_HOSTILE_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
     let mut runner = TestRunner::new(Config { cases, failure_persistence: None, ..Config::default() });
     let handle = tokio::runtime::Handle::current();
     let answered = std::sync::Mutex::new(std::collections::BTreeMap::<u16, u32>::new());
+    let blips = std::sync::Mutex::new(0usize);
     let result = tokio::task::block_in_place(|| {
         runner.run(&hostile(cluster.namespace.clone(), key.clone()), |h| {
-            let status = handle.block_on(status_of(&client, &h));
-            if let Some(code) = status {
-                *answered.lock().unwrap().entry(code).or_default() += 1;
-                prop_assert!(code < 500, "{code} for {h:?}");
+            let Some((code, answer)) = handle.block_on(answer_to(&client, &h)) else { return Ok(()) };
+            *answered.lock().unwrap().entry(code).or_default() += 1;
+            if code >= 500 && handle.block_on(upstream_blip(&client, &h, code)) {
+                eprintln!("the upstream failed once (not again a second later) on {h:?}:\n{answer}");
+                *blips.lock().unwrap() += 1;
+                return Ok(());
             }
+            prop_assert!(code < 500, "{code} for {h:?}, and again a second later:\n{answer}");
             Ok(())
         })
     });
@@ -182,9 +210,12 @@ async fn hostile_paths_headers_and_bodies_never_get_a_5xx_or_crash_the_server() 
     let answered = answered.into_inner().unwrap();
     eprintln!("answers by status: {answered:?}");
     assert!(server.is_running(), "the server is still up");
-    assert!(answered.keys().any(|c| *c == 200 || *c == 201), "some requests got through: {answered:?}");
     assert!(answered.contains_key(&401), "some were refused: {answered:?}");
     let errors: Vec<Value> =
         server.logs().into_iter().filter(|l| l["status"].as_u64().is_some_and(|s| s >= 500)).collect();
-    assert!(errors.is_empty(), "{errors:#?}");
+    let blips = blips.into_inner().unwrap();
+    assert!(
+        errors.len() == blips && errors.iter().all(|l| l["status"] != 500),
+        "{blips} upstream failures seen by the client, the server logged: {errors:#?}"
+    );
 }

@@ -487,3 +487,60 @@ async fn a_deleted_cr_leaves_no_state_in_the_operator_its_pullers_and_verificati
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edit_that_rolls_no_pod_never_reports_the_application_not_ready() {
+    use futures::StreamExt;
+    let _pulls = FAULTS.read().await;
+    let (cluster, _operator) = setup("ollama_no_flicker").await;
+    apply(&cluster, &cr("steady", &["smollm2:135m"], "")).await;
+    let ready = wait_ready(&cluster, "steady").await;
+    let pods_before: Vec<_> = application_pods(&cluster, "steady").await.into_iter().map(|p| p.metadata.uid).collect();
+
+    // Every Ready condition the CR reports from now on, as a watch sees each status write.
+    let api = cluster.mo_api_at(ApiVersion::V1alpha2);
+    let config = kube::runtime::watcher::Config::default().fields("metadata.name=steady");
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<(Option<i64>, String, String)>::new()));
+    let sink = seen.clone();
+    let watch = tokio::spawn(async move {
+        let mut events = kube::runtime::watcher::watcher(api, config).boxed();
+        while let Some(Ok(event)) = events.next().await {
+            if let kube::runtime::watcher::Event::Apply(cr) | kube::runtime::watcher::Event::InitApply(cr) = event {
+                if let Some(c) = ready_condition(&cr) {
+                    let observed = cr.data["status"]["observedGeneration"].as_i64();
+                    let entry = (
+                        observed,
+                        c["status"].as_str().unwrap_or("").into(),
+                        c["reason"].as_str().unwrap_or("").into(),
+                    );
+                    sink.lock().unwrap().push(entry);
+                }
+            }
+        }
+    });
+
+    // How long a pull may stall (the operator's business: the Deployment does not change),
+    // then a rollout's deadline (the Deployment changes, its pods do not).
+    let stall = cr("steady", &["smollm2:135m"], "").replace("stallSeconds: 5", "stallSeconds: 7");
+    let deadline = cr("steady", &["smollm2:135m"], "      progressDeadlineSeconds: 300\n")
+        .replace("stallSeconds: 5", "stallSeconds: 7");
+    for (edit, generation) in
+        [(stall, ready.metadata.generation.unwrap() + 1), (deadline, ready.metadata.generation.unwrap() + 2)]
+    {
+        apply(&cluster, &edit).await;
+        eventually_within(Duration::from_secs(60), "the edit observed", || async {
+            let seen = seen.lock().unwrap();
+            seen.iter().any(|(observed, _, _)| *observed == Some(generation)).then_some(())
+        })
+        .await;
+        // Long enough for the controllers' and the model agent's own passes after the edit.
+        tokio::time::sleep(Duration::from_secs(10)).await;
+    }
+    watch.abort();
+
+    let seen = seen.lock().unwrap().clone();
+    let flickers: Vec<_> = seen.iter().filter(|(_, status, _)| status != "True").collect();
+    assert!(flickers.is_empty(), "Ready went away after an edit that rolls nothing: {seen:?}");
+    let pods_after: Vec<_> = application_pods(&cluster, "steady").await.into_iter().map(|p| p.metadata.uid).collect();
+    assert_eq!(pods_after, pods_before, "the edit rolled no pod");
+}

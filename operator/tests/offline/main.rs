@@ -17,4 +17,5 @@ mod invalid_input;
 mod keys;
 mod model_gateway;
 mod module_graph;
+mod stopping;
 mod yaml_emitter;

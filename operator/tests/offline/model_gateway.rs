@@ -41,9 +41,27 @@ fn the_gateways_role_reads_only_its_modelorchestra_and_scales_only_the_applicati
             {"apiGroups": ["models.titanml.co"], "resources": ["modelorchestras"], "resourceNames": ["demo"],
              "verbs": ["get", "list", "watch"]},
             {"apiGroups": ["apps"], "resources": ["deployments/scale"], "resourceNames": ["demo-model-orchestra-chat"],
-             "verbs": ["get", "patch", "update"]}
+             "verbs": ["get", "patch", "update"]},
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+             "resourceNames": ["demo-model-orchestra-chat-activity"], "verbs": ["get", "patch"]}
         ])
     );
+}
+
+#[test]
+fn the_model_gateway_runs_two_replicas_spread_over_nodes_and_keeps_one_through_a_drain_or_rollout() {
+    let objects = render_v1alpha2(&cr_v1alpha2(&spec(&[ollama("chat", SLEEPS)])));
+    let gateway = find(&objects, Kind::Deployment, "demo-model-orchestra-gateway");
+    assert_eq!(gateway["spec"]["replicas"], 2);
+    assert_eq!(gateway["spec"]["strategy"]["rollingUpdate"], json!({"maxUnavailable": 0, "maxSurge": 1}));
+    let spread = &gateway["spec"]["template"]["spec"]["topologySpreadConstraints"][0];
+    assert_eq!(spread["topologyKey"], "kubernetes.io/hostname");
+    assert_eq!(spread["whenUnsatisfiable"], "ScheduleAnyway", "a one-node cluster still runs both");
+    assert_eq!(spread["labelSelector"], gateway["spec"]["selector"]);
+    let budget = find(&objects, Kind::PodDisruptionBudget, "demo-model-orchestra-gateway");
+    assert_eq!(budget["spec"]["maxUnavailable"], 1);
+    assert_eq!(budget["spec"]["selector"], gateway["spec"]["selector"], "the budget covers exactly its pods");
 }
 
 #[test]

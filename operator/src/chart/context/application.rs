@@ -95,6 +95,8 @@ pub(super) fn application_components<'a>(
             models_volume: production.models_volume.as_deref().cloned(),
         };
         production.dllama = Some(crate::chart::group::group(app, d, base)?);
+        // A group serves whole or not at all: a budget would only slow a drain.
+        production.disruption_budget = false;
         return Ok(vec![production]);
     }
     if let EngineModel::Ollama(o) = &app.engine {
@@ -189,6 +191,10 @@ fn application_component<'a>(
     };
     let production = matches!(role, Role::Production);
     let ingress = if production { ingress(pod, &name, ctx.field)? } else { None };
+    // A drain or an eviction then takes one replica at a time: the others serve, and the
+    // next goes once its replacement is ready. One replica is not held (a drain could never
+    // finish); a candidate is one pod, and no production traffic.
+    let disruption_budget = production && (scaler.is_some() || pod.replica_count > 1);
     let replicas = match role {
         Role::Production if scaler.is_some() => None,
         Role::Production => Some(pod.replica_count),
@@ -217,6 +223,7 @@ fn application_component<'a>(
         // A candidate replaces its pod whole: a surge would need room for a second one.
         strategy: if production { app.strategy.as_ref() } else { Some(&RECREATE) },
         progress_deadline_seconds: app.progress_deadline_seconds,
+        disruption_budget,
         values: pod_context(pod, resources, tolerations),
     })
 }

@@ -68,6 +68,9 @@ pub(super) struct ComponentContext<'a> {
     pub(super) strategy: Option<&'a k8s_openapi::api::apps::v1::DeploymentStrategy>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) progress_deadline_seconds: Option<i32>,
+    /// A PodDisruptionBudget of at most one pod unavailable: an application's serving pods
+    /// when there may be more than one (`v1alpha2`'s chart renders it).
+    pub(super) disruption_budget: bool,
     /// The pod's and Service's settings, with the GPU rules applied.
     pub(super) values: PodContext<'a>,
 }

@@ -49,6 +49,7 @@ pub(super) fn gateway_component<'a>(
         scaler: None,
         strategy: None,
         progress_deadline_seconds: None,
+        disruption_budget: false,
         values: pod_context(pod, pod.resources.clone(), pod.tolerations.clone()),
     })
 }

@@ -1,0 +1,295 @@
+//! `make bench-faults`: how many requests a stack loses when something happens, under a
+//! steady load through the model gateway, on the local cluster's real node.
+//!
+//! One Ollama application serving SmolLM2 135M on two replicas behind the model gateway
+//! (two replicas). `BENCH_FAULTS_CLIENTS` clients (default 4) ask without a pause, streamed
+//! answers (`/api/generate`, Ollama's API) and whole ones (`/v1/chat/completions`, OpenAI's)
+//! in turn, each over a connection of its own, through the gateway's Service. Meanwhile,
+//! one after another, with a quiet spell between: a gateway pod deleted, an application pod
+//! deleted, a rolling update of the application, a model added (pulled into the running
+//! replicas), verified promotion turned on (a candidate answers the success prompt, then the
+//! application rolls: the handover), the operator restarted (its leadership lost). For each phase: the requests begun in it, how many failed (and why), and the
+//! latency of the whole answer, p50 and p99.
+//!
+//! A request fails when its status is not 200, its connection fails, or its answer ends
+//! before its end (`done: true`, or the chat's message). Every request is counted; none is
+//! sent again by the benchmark.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use k8s_openapi::api::core::v1::{Pod, Service};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
+use local_cluster::forward::Forwarder;
+use local_cluster::ollama::{GEMMA3, SMOLLM2};
+use local_cluster::{Cluster, Options};
+use serde_json::{json, Value};
+
+#[path = "support/process.rs"]
+mod process;
+use process::{apply, env_num};
+#[path = "support/ollama.rs"]
+mod ollama;
+use ollama::{ollama_cr, operator_process, KillOnDrop, PROMPT};
+
+type Client = hyper_util::client::legacy::Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>;
+
+const NAMESPACE: &str = "bench-faults";
+/// Between two faults, and before the first: the load alone.
+const QUIET: Duration = Duration::from_secs(10);
+
+fn main() {
+    process::main("faults", bench());
+}
+
+/// One request of the load.
+struct Sample {
+    began: Instant,
+    took: Duration,
+    failed: Option<String>,
+}
+
+async fn bench() {
+    let cluster = Cluster::start(Options::default()).await.expect("local cluster with a real node");
+    cluster.push_ollama_image().await.expect("the Ollama image");
+    cluster.push_models(&[SMOLLM2, GEMMA3]).await.expect("the models");
+    let gateway_image = cluster.push_operator_image("bench").await.expect("the operator image (make static)");
+    let client = cluster.client().await.unwrap();
+    apply(&client, &serde_json::to_value(model_orchestra_api::crd::crd()).unwrap()).await;
+    cluster.run_pods_for_real(NAMESPACE).await.unwrap();
+    let mut operator = KillOnDrop(operator_process(&cluster, NAMESPACE, &gateway_image));
+
+    // The CRD in the API server's discovery (what `apply` reads) before the CR is applied.
+    let gvk = kube::api::GroupVersionKind::gvk(model_orchestra_api::GROUP, "v1alpha2", "ModelOrchestra");
+    while kube::discovery::pinned_kind(&client, &gvk).await.is_err() {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let mut cr = ollama_cr(NAMESPACE, SMOLLM2.name, None);
+    cr["spec"]["applications"]["chat"]["replicaCount"] = json!(2);
+    apply(&client, &cr).await;
+    wait_serving(&client, 2, 2).await;
+    let gateway = forward(&cluster, &client, "bench-model-orchestra-gateway").await;
+
+    let clients = env_num("BENCH_FAULTS_CLIENTS", 4) as usize;
+    let samples = Arc::new(Mutex::new(Vec::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let load: Vec<_> =
+        (0..clients).map(|_| tokio::spawn(ask_until(gateway.listen, stop.clone(), samples.clone()))).collect();
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    // Each phase: its name, when it began and ended.
+    let mut phases: Vec<(&str, Instant, Instant)> = Vec::new();
+
+    let began = Instant::now();
+    tokio::time::sleep(QUIET).await;
+    phases.push(("steady load", began, Instant::now()));
+
+    let began = Instant::now();
+    let gateways = names(&pods, "app.kubernetes.io/component=gateway").await;
+    pods.delete(&gateways[0], &DeleteParams::default()).await.unwrap();
+    gone(&pods, &gateways[0]).await;
+    wait_serving(&client, 2, 2).await;
+    tokio::time::sleep(QUIET).await;
+    phases.push(("a gateway pod deleted", began, Instant::now()));
+
+    let began = Instant::now();
+    let replicas = names(&pods, "app.kubernetes.io/component=application-chat").await;
+    pods.delete(&replicas[0], &DeleteParams::default()).await.unwrap();
+    gone(&pods, &replicas[0]).await;
+    wait_serving(&client, 2, 2).await;
+    tokio::time::sleep(QUIET).await;
+    phases.push(("an application pod deleted", began, Instant::now()));
+
+    let began = Instant::now();
+    let before = names(&pods, "app.kubernetes.io/component=application-chat").await;
+    cr["spec"]["applications"]["chat"]["podAnnotations"] = json!({"rolled": "1"});
+    apply(&client, &cr).await;
+    for name in &before {
+        gone(&pods, name).await;
+    }
+    wait_serving(&client, 2, 2).await;
+    tokio::time::sleep(QUIET).await;
+    phases.push(("a rolling update of the application", began, Instant::now()));
+
+    let began = Instant::now();
+    cr["spec"]["applications"]["chat"]["engine"]["ollama"]["models"] =
+        json!([{"name": SMOLLM2.name}, {"name": GEMMA3.name}]);
+    apply(&client, &cr).await;
+    wait_status(&client, "gemma3 pulled into both replicas", |st| {
+        let models = st["applications"]["chat"]["models"].as_array().cloned().unwrap_or_default();
+        models.iter().any(|m| m["name"] == GEMMA3.name && m["phase"] == "Ready" && m["replicas"] == "2/2")
+    })
+    .await;
+    tokio::time::sleep(QUIET).await;
+    phases.push(("a model added (pulled, no pod restarted)", began, Instant::now()));
+
+    let began = Instant::now();
+    let before = names(&pods, "app.kubernetes.io/component=application-chat").await;
+    cr["spec"]["applications"]["chat"]["promotion"] = json!({"enabled": true, "prompt": PROMPT,
+        "expect": r"\s*Paris", "successThreshold": 1, "failureThreshold": 2, "periodSeconds": 1});
+    apply(&client, &cr).await;
+    wait_status(&client, "the new revision promoted", |st| {
+        st["applications"]["chat"]["promotion"]["phase"] == "Promoted"
+    })
+    .await;
+    for name in &before {
+        gone(&pods, name).await;
+    }
+    wait_serving(&client, 2, 2).await;
+    tokio::time::sleep(QUIET).await;
+    phases.push(("a verified promotion's handover", began, Instant::now()));
+
+    let began = Instant::now();
+    drop(operator);
+    operator = KillOnDrop(operator_process(&cluster, NAMESPACE, &gateway_image));
+    tokio::time::sleep(QUIET).await;
+    phases.push(("the operator restarted", began, Instant::now()));
+
+    stop.store(true, Ordering::SeqCst);
+    for task in load {
+        task.await.unwrap();
+    }
+    drop(operator);
+
+    let samples = samples.lock().unwrap();
+    println!("\n{clients} clients through the model gateway (2 replicas) to SmolLM2 135M (2 replicas), one node:");
+    println!("  {:<44} {:>7} {:>9} {:>7} {:>9} {:>9}", "phase", "seconds", "requests", "failed", "p50 (s)", "p99 (s)");
+    let (mut all, mut lost) = (0, 0);
+    for (name, began, ended) in &phases {
+        let of: Vec<&Sample> = samples.iter().filter(|s| s.began >= *began && s.began < *ended).collect();
+        let failed: Vec<&str> = of.iter().filter_map(|s| s.failed.as_deref()).collect();
+        let mut took: Vec<Duration> = of.iter().filter(|s| s.failed.is_none()).map(|s| s.took).collect();
+        took.sort();
+        let at = |q: f64| took.get(((took.len() as f64 - 1.0) * q).round() as usize).map_or(0.0, |d| d.as_secs_f64());
+        println!(
+            "  {name:<44} {:>7.1} {:>9} {:>7} {:>9.2} {:>9.2}",
+            (*ended - *began).as_secs_f64(),
+            of.len(),
+            failed.len(),
+            at(0.5),
+            at(0.99)
+        );
+        for why in failed.iter().take(3) {
+            println!("      failed: {why}");
+        }
+        all += of.len();
+        lost += failed.len();
+    }
+    println!("  {:<44} {:>7} {:>9} {lost:>7}", "in all", "", all);
+}
+
+/// Asks until told to stop, streamed and whole answers in turn; records each request.
+async fn ask_until(at: SocketAddr, stop: Arc<AtomicBool>, samples: Arc<Mutex<Vec<Sample>>>) {
+    // A connection per request: each goes to the gateway replica the Service picks then.
+    let client: Client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .pool_max_idle_per_host(0)
+        .build_http();
+    let mut streamed = true;
+    while !stop.load(Ordering::SeqCst) {
+        let began = Instant::now();
+        let failed = ask(&client, at, streamed).await.err();
+        samples.lock().unwrap().push(Sample { began, took: began.elapsed(), failed });
+        streamed = !streamed;
+    }
+}
+
+async fn ask(client: &Client, at: SocketAddr, streamed: bool) -> Result<(), String> {
+    let (path, body) = if streamed {
+        let body = json!({"model": SMOLLM2.name, "prompt": "Once upon a time", "raw": true, "stream": true,
+            "options": {"temperature": 0, "seed": 0, "num_predict": 16}});
+        ("/api/generate", body)
+    } else {
+        let body = json!({"model": SMOLLM2.name, "max_tokens": 8, "temperature": 0,
+            "messages": [{"role": "user", "content": "What is the capital of France?"}]});
+        ("/v1/chat/completions", body)
+    };
+    let req = http::Request::post(format!("http://{at}{path}"))
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(Full::new(Bytes::from(body.to_string())))
+        .unwrap();
+    let response = client.request(req).await.map_err(|e| format!("{path}: {e}"))?;
+    let code = response.status().as_u16();
+    let bytes = response.into_body().collect().await.map_err(|e| format!("{path}: cut: {e}"))?.to_bytes();
+    let text = String::from_utf8_lossy(&bytes);
+    if code != 200 {
+        return Err(format!("{path}: {code} {text}"));
+    }
+    let whole = if streamed {
+        let last = text.trim_end().lines().last().and_then(|l| serde_json::from_str::<Value>(l).ok());
+        last.is_some_and(|l| l["done"] == true)
+    } else {
+        serde_json::from_str::<Value>(&text).is_ok_and(|a| a["choices"][0]["message"]["content"].is_string())
+    };
+    whole.then_some(()).ok_or_else(|| format!("{path}: an answer without its end"))
+}
+
+/// Until the CR's status, at its current generation, satisfies `done`.
+async fn wait_status(client: &kube::Client, what: &str, done: impl Fn(&Value) -> bool) {
+    let mos: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), NAMESPACE, &model_orchestra_api::ApiVersion::V1alpha2.resource());
+    let start = Instant::now();
+    loop {
+        if let Ok(cr) = mos.get("bench").await {
+            let current = cr.data["status"]["observedGeneration"].as_i64() == cr.metadata.generation;
+            if current && done(&cr.data["status"]) {
+                return;
+            }
+        }
+        assert!(start.elapsed() < Duration::from_secs(300), "{what}: not after 5 minutes");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Until the CR is Ready with `replicas` application replicas and `gateways` gateway pods
+/// ready.
+async fn wait_serving(client: &kube::Client, replicas: i64, gateways: usize) {
+    let mos: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), NAMESPACE, &model_orchestra_api::ApiVersion::V1alpha2.resource());
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let start = Instant::now();
+    loop {
+        let st = mos.get("bench").await.map(|cr| cr.data["status"].clone()).unwrap_or_default();
+        let ready = st["conditions"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"));
+        let serving = st["applications"]["chat"]["readyReplicas"].as_i64() == Some(replicas);
+        let gateway_pods = pods.list(&ListParams::default().labels("app.kubernetes.io/component=gateway")).await;
+        let ready_gateways = gateway_pods
+            .map_or(0, |l| l.items.iter().filter(|p| p.metadata.deletion_timestamp.is_none() && pod_ready(p)).count());
+        if ready && serving && ready_gateways == gateways {
+            return;
+        }
+        assert!(start.elapsed() < Duration::from_secs(300), "not serving after 5 minutes: {st}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn pod_ready(pod: &Pod) -> bool {
+    let conditions = pod.status.as_ref().and_then(|s| s.conditions.as_ref());
+    conditions.is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// The names of the pods with `selector` not being deleted.
+async fn names(pods: &Api<Pod>, selector: &str) -> Vec<String> {
+    let list = pods.list(&ListParams::default().labels(selector)).await.unwrap();
+    list.items.into_iter().filter(|p| p.metadata.deletion_timestamp.is_none()).filter_map(|p| p.metadata.name).collect()
+}
+
+async fn gone(pods: &Api<Pod>, name: &str) {
+    let start = Instant::now();
+    while pods.get_opt(name).await.ok().flatten().is_some() {
+        assert!(start.elapsed() < Duration::from_secs(120), "{name} still there after 2 minutes");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn forward(cluster: &Cluster, client: &kube::Client, service: &str) -> Forwarder {
+    let services: Api<Service> = Api::namespaced(client.clone(), NAMESPACE);
+    let ip = services.get(service).await.unwrap().spec.and_then(|s| s.cluster_ip).expect("a cluster IP");
+    let target: SocketAddr = format!("{ip}:80").parse().unwrap();
+    Forwarder::start("127.0.0.1:0".parse().unwrap(), target, cluster.isolation().clone()).unwrap()
+}

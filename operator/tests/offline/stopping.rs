@@ -1,0 +1,82 @@
+//! How an application's replicas stop (`v1alpha2`): an Ollama replica serves on, out of its
+//! Service, before Ollama is told to stop (which cuts what it holds), and an application that may run more than one replica has a
+//! PodDisruptionBudget, so a drain takes its replicas one at a time.
+
+use model_orchestra_api::kinds::Kind;
+use serde_json::{json, Value};
+
+use crate::common::*;
+
+const DEPLOYMENT: &str = "demo-model-orchestra-chat";
+
+fn ollama(extra: &str) -> String {
+    cr_v1alpha2(&format!(
+        "applications:\n  chat:\n    engine:\n      ollama:\n        models: [{{name: smollm2:135m}}]\n{extra}"
+    ))
+}
+
+fn takeoff(extra: &str) -> String {
+    cr_v1alpha2(&format!("applications:\n  chat:\n    readerConfig: {{modelName: org/model}}\n{extra}"))
+}
+
+fn pod_spec(objects: &[model_orchestra::chart::RenderedObject]) -> Value {
+    find(objects, Kind::Deployment, DEPLOYMENT)["spec"]["template"]["spec"].clone()
+}
+
+fn budgets(objects: &[model_orchestra::chart::RenderedObject]) -> Vec<&Value> {
+    objects.iter().filter(|o| o.kind == Kind::PodDisruptionBudget).map(|o| &o.object).collect()
+}
+
+#[test]
+fn an_ollama_replica_serves_on_for_twenty_seconds_before_ollama_is_stopped() {
+    let spec = pod_spec(&render_v1alpha2(&ollama("")));
+    assert_eq!(spec["containers"][0]["lifecycle"], json!({"preStop": {"sleep": {"seconds": 20}}}));
+    assert_eq!(spec["terminationGracePeriodSeconds"], 25, "the drain, and a margin for Ollama to exit");
+}
+
+#[test]
+fn a_promotion_candidate_drains_as_well() {
+    let objects = render_v1alpha2(&ollama("    promotion: {enabled: true}\n"));
+    let candidate =
+        &find(&objects, Kind::Deployment, "demo-model-orchestra-chat-candidate")["spec"]["template"]["spec"];
+    assert_eq!(candidate["containers"][0]["lifecycle"]["preStop"]["sleep"]["seconds"], 20);
+}
+
+#[test]
+fn an_application_with_more_than_one_replica_loses_at_most_one_to_a_drain() {
+    let objects = render_v1alpha2(&ollama("    replicaCount: 2\n"));
+    let budget = find(&objects, Kind::PodDisruptionBudget, DEPLOYMENT);
+    assert_eq!(budget["spec"]["maxUnavailable"], 1);
+    assert_eq!(budget["spec"]["unhealthyPodEvictionPolicy"], "AlwaysAllow");
+    let deployment = find(&objects, Kind::Deployment, DEPLOYMENT);
+    assert_eq!(budget["spec"]["selector"], deployment["spec"]["selector"], "the budget covers exactly its pods");
+}
+
+#[test]
+fn an_application_of_one_replica_has_no_disruption_budget_a_drain_could_never_satisfy() {
+    let ollama = render_v1alpha2(&ollama(""));
+    assert!(!has(&ollama, Kind::PodDisruptionBudget, DEPLOYMENT), "only the model gateway's");
+    assert!(budgets(&render_v1alpha2(&takeoff(""))).is_empty());
+}
+
+#[test]
+fn a_takeoff_application_with_replicas_gets_the_same_budget() {
+    let objects = render_v1alpha2(&takeoff("    replicaCount: 3\n"));
+    assert_eq!(find(&objects, Kind::PodDisruptionBudget, DEPLOYMENT)["spec"]["maxUnavailable"], 1);
+}
+
+#[test]
+fn a_promotion_candidate_is_not_under_the_applications_budget() {
+    let objects = render_v1alpha2(&takeoff("    replicaCount: 2\n    promotion: {enabled: true}\n"));
+    let budgets = budgets(&objects);
+    assert_eq!(budgets.len(), 1, "{budgets:?}");
+    let selected = &budgets[0]["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"];
+    assert_eq!(selected, "application-chat");
+}
+
+#[test]
+fn the_frozen_v1alpha1_contract_renders_no_disruption_budget() {
+    let objects =
+        render(&cr("applications:\n  chat:\n    readerConfig: {modelName: org/model}\n    replicaCount: 2\n"));
+    assert!(!objects.iter().any(|o| o.kind == Kind::PodDisruptionBudget));
+}

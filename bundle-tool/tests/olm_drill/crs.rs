@@ -224,7 +224,7 @@ pub fn every_patch_names_the_operators_field_manager(d: &Drill, namespace: &str)
 /// use, installed after the operators started, as happens (the lines notice them within
 /// 15 s and restart their controllers with those watches; 0.1.0 did not); then, as the
 /// user: an unlabelled v1alpha2 CR in drill-a (whose embedder keeps its models on the claim
-/// embedder-models, here bound to a hostPath volume), an unlabelled v1alpha1 CR in drill-b
+/// embedder-models, here bound to a hostPath volume, before the CR), an unlabelled v1alpha1 CR in drill-b
 /// and a v1alpha1 CR labelled for v0 in drill-c, each `kubectl apply -f -`.
 pub async fn the_user_applies_three_crs(d: &Drill) {
     for entry in std::fs::read_dir(local_cluster::tools::share_dir().join("crds")).expect("share/crds") {
@@ -251,6 +251,20 @@ metadata: {name: embedder-models, namespace: drill-a}
 spec: {accessModes: [ReadWriteMany], storageClassName: drill-manual, resources: {requests: {storage: 1Gi}}}
 ",
     )
+    .await;
+    // As a user who prepared the storage: the claim bound before the CR that mounts it.
+    // (A pod tried while its claim is still unbound is Unschedulable for a moment, and 1.0.0
+    // reports that as a Warning; later releases wait for the volume.)
+    let claims = Api::<k8s_openapi::api::core::v1::PersistentVolumeClaim>::namespaced(d.client(), "drill-a");
+    d.wait_until(120, "the claim embedder-models is Bound", || async {
+        let claim = claims.get("embedder-models").await.map_err(|e| e.to_string())?;
+        let phase = claim.status.and_then(|s| s.phase).unwrap_or_default();
+        if phase == "Bound" {
+            Ok(())
+        } else {
+            Err(phase)
+        }
+    })
     .await;
     for (file, namespace, name, label) in [
         ("modelorchestra-v1alpha2.yaml", "drill-a", "unlabelled-v1alpha2", None),

@@ -22,6 +22,10 @@ const STUCK_REASONS: [&str; 6] = [
     "InvalidImageName",
 ];
 
+/// The scheduler's words for a pod whose claims (of a class that binds at once) are not
+/// bound yet: its volume binding rejects the pod before any node is tried.
+const UNBOUND_CLAIMS: &str = "pod has unbound immediate PersistentVolumeClaims";
+
 /// Orders pods by creation: creationTimestamp has whole seconds, so a rollout's new pod
 /// often ties with the old one; the resourceVersion (an integer that grows with each write on
 /// an etcd-backed API server; 0 if not) breaks the tie — the old pod's last write came
@@ -41,10 +45,13 @@ pub(crate) fn pod_problem(pod: &Pod) -> Option<PodProblem> {
         .flatten()
         .find(|c| c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable"))
     {
-        return Some(PodProblem {
-            unschedulable: true,
-            message: c.message.clone().unwrap_or_else(|| "no node fits the pod".into()),
-        });
+        let message = c.message.clone().unwrap_or_else(|| "no node fits the pod".into());
+        // The scheduler tries a pod before its claims are bound (the operator applies
+        // them together; a provisioner takes a moment): it waits, it is not unplaceable.
+        // A claim that never binds stalls the rollout, which its deadline reports.
+        let unschedulable = !message.contains(UNBOUND_CLAIMS);
+        let message = if unschedulable { message } else { format!("waiting for its volumes to bind ({message})") };
+        return Some(PodProblem { unschedulable, message });
     }
     status.container_statuses.iter().flatten().find_map(|c| {
         let waiting = c.state.as_ref()?.waiting.as_ref()?;
@@ -93,6 +100,18 @@ mod tests {
                 message: "0/4 nodes are available: 4 Insufficient nvidia.com/gpu.".into()
             })
         );
+    }
+
+    #[test]
+    fn a_pod_whose_claims_are_not_bound_yet_waits_for_them_and_is_not_unschedulable() {
+        // As the scheduler said it in the OLM v1 drill, under load.
+        let message = "0/5 nodes are available: pod has unbound immediate PersistentVolumeClaims. not found";
+        let p = pod(
+            json!({"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}]}),
+        );
+        let problem = pod_problem(&p).unwrap();
+        assert!(!problem.unschedulable);
+        assert_eq!(problem.message, format!("waiting for its volumes to bind ({message})"));
     }
 
     #[test]

@@ -22,6 +22,10 @@ pub const PORT: i32 = 8080;
 /// replica costs one small process (its memory is in the book's Benchmarks).
 pub const REPLICAS: i32 = 2;
 
+/// The gateway pod's grace period: a gateway told to stop leaves the Service's endpoints,
+/// then answers what it holds (`gateway::stop`'s two phases fit within it).
+pub const TERMINATION_GRACE_SECONDS: u64 = 40;
+
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(super) struct ModelGatewayContext {
@@ -39,6 +43,7 @@ pub(super) struct ModelGatewayContext {
     /// Their activity Leases (its Role's only writable ones).
     activity_leases: Vec<String>,
     replicas: i32,
+    termination_grace_period_seconds: u64,
 }
 
 /// The Lease in which the gateways record the last request of the application whose
@@ -88,5 +93,6 @@ pub(super) fn model_gateway(model: &Model, base: Base) -> Option<ModelGatewayCon
         sleeping,
         activity_leases,
         replicas: REPLICAS,
+        termination_grace_period_seconds: TERMINATION_GRACE_SECONDS,
     })
 }

@@ -116,12 +116,14 @@ pub async fn run(client: kube::Client, options: GatewayOptions) -> std::io::Resu
     Ok(())
 }
 
-/// How long a gateway told to stop goes on accepting connections: the time kube-proxy takes
-/// to stop sending new ones once the pod is terminating.
-const LEAVE_ENDPOINTS: Duration = Duration::from_secs(5);
-/// The longest the requests in flight are then waited for (the two within Kubernetes'
-/// default grace period of 30 s).
-const DRAIN: Duration = Duration::from_secs(20);
+/// How long a gateway told to stop goes on accepting connections: the time the endpoints
+/// controller and every node's kube-proxy take to stop sending new ones once the pod is
+/// terminating (well under a second on an idle cluster; seconds on a loaded one).
+const LEAVE_ENDPOINTS: Duration = Duration::from_secs(10);
+/// The longest the requests in flight are then waited for: the rest of the pod's grace
+/// period but 5 s, for the process to end before the kubelet kills it.
+const DRAIN: Duration =
+    Duration::from_secs(crate::chart::model_gateway::TERMINATION_GRACE_SECONDS - LEAVE_ENDPOINTS.as_secs() - 5);
 
 /// SIGTERM (Kubernetes stopping the pod) or Ctrl-C.
 async fn stopped() {
@@ -514,7 +516,8 @@ mod tests {
     }
 
     impl Setup {
-        /// Until the application is scaled to zero; fails with `why` after `within`.
+        /// Until the application is scaled to zero; fails with `why` after `within` (an idle
+        /// application sleeps `proxy`'s margin, about 6 s, after its idle seconds).
         async fn asleep_within(&self, within: Duration, why: &str) {
             let deadline = Instant::now() + within;
             while self.scaler.replicas.load(Ordering::SeqCst) != 0 {
@@ -598,7 +601,7 @@ mod tests {
         }
         let publications = s.activity.publications.load(Ordering::SeqCst);
         assert!(publications <= 6 && publications < requests, "{publications} for {requests} requests: once a second");
-        s.asleep_within(Duration::from_secs(6), "not put to sleep once idle everywhere").await;
+        s.asleep_within(Duration::from_secs(11), "not put to sleep once idle everywhere").await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -615,7 +618,7 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(1800)).await;
         assert_eq!(s.scaler.replicas.load(Ordering::SeqCst), 1, "slept {:?} after the request", answered.elapsed());
         assert!(s.activity.publications.load(Ordering::SeqCst) >= 1, "published again after the failure");
-        s.asleep_within(Duration::from_secs(5), "not put to sleep once idle everywhere").await;
+        s.asleep_within(Duration::from_secs(10), "not put to sleep once idle everywhere").await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -637,7 +640,7 @@ mod tests {
         let (code, _) = ask(&client(), s.gateway, &generate()).await;
         assert_eq!(code, 200);
         assert_eq!(s.scaler.replicas.load(Ordering::SeqCst), 1, "busy just now");
-        s.asleep_within(Duration::from_secs(5), "not put to sleep").await;
+        s.asleep_within(Duration::from_secs(10), "not put to sleep").await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -653,7 +656,7 @@ mod tests {
         let s = setup(1, 1, 0, false).await;
         let (code, _) = ask(&client(), s.gateway, &generate()).await;
         assert_eq!(code, 503);
-        s.asleep_within(Duration::from_secs(5), "a failed wake-up keeps its replica").await;
+        s.asleep_within(Duration::from_secs(10), "a failed wake-up keeps its replica").await;
         assert_eq!(s.scaler.scales.load(Ordering::SeqCst), 2, "up, then down");
     }
 

@@ -561,8 +561,9 @@ impl Gateway {
                 continue;
             }
             // What the gateways published lags their last request by up to the publication
-            // interval and one check: idle for that much longer, the stack surely is.
-            let margin = publish_every(sleep.idle_seconds) + IDLE_CHECK;
+            // interval, one check and the write's own time (an API server under load takes
+            // seconds): idle for that much longer, the stack surely is.
+            let margin = publish_every(sleep.idle_seconds) + IDLE_CHECK + API_CALL;
             let shared = tokio::time::timeout(API_CALL, self.activity.last(&app.deployment)).await;
             match shared.unwrap_or_else(|_| Err(format!("no answer within {API_CALL:?}"))) {
                 Ok(Some(shared)) => {

@@ -17,7 +17,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::{Api, DynamicObject, ListParams};
 use local_cluster::ollama::{GEMMA3, SMOLLM2};
-use local_cluster::{Cluster, Options};
+use local_cluster::Cluster;
 use serde_json::json;
 
 #[path = "support/process.rs"]
@@ -37,12 +37,7 @@ fn s(d: Duration) -> String {
 }
 
 async fn bench() {
-    let cluster = Cluster::start(Options::default()).await.expect("local cluster with a real node");
-    cluster.push_ollama_image().await.expect("the Ollama image");
-    cluster.push_models(&[SMOLLM2, GEMMA3]).await.expect("the models");
-    let gateway_image = cluster.push_operator_image("bench").await.expect("the operator image (make static)");
-    let client = cluster.client().await.unwrap();
-    apply(&client, &serde_json::to_value(model_orchestra_api::crd::crd()).unwrap()).await;
+    let (cluster, client, gateway_image) = ollama::cluster_with(&[SMOLLM2, GEMMA3]).await;
 
     let floor_before = floor(&cluster);
     let mut runs = Vec::new();

@@ -20,13 +20,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
 use local_cluster::forward::Forwarder;
 use local_cluster::ollama::{GEMMA3, SMOLLM2};
-use local_cluster::{Cluster, Options};
+use local_cluster::Cluster;
 use serde_json::{json, Value};
 
 #[path = "support/process.rs"]
@@ -35,8 +33,9 @@ use process::{apply, env_num};
 #[path = "support/ollama.rs"]
 mod ollama;
 use ollama::{ollama_cr, operator_process, KillOnDrop, PROMPT};
-
-type Client = hyper_util::client::legacy::Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>;
+#[path = "../tests/shared/whole_answer.rs"]
+mod whole_answer;
+use whole_answer::{ask_whole, Client};
 
 const NAMESPACE: &str = "bench-faults";
 /// Between two faults, and before the first: the load alone.
@@ -54,12 +53,7 @@ struct Sample {
 }
 
 async fn bench() {
-    let cluster = Cluster::start(Options::default()).await.expect("local cluster with a real node");
-    cluster.push_ollama_image().await.expect("the Ollama image");
-    cluster.push_models(&[SMOLLM2, GEMMA3]).await.expect("the models");
-    let gateway_image = cluster.push_operator_image("bench").await.expect("the operator image (make static)");
-    let client = cluster.client().await.unwrap();
-    apply(&client, &serde_json::to_value(model_orchestra_api::crd::crd()).unwrap()).await;
+    let (cluster, client, gateway_image) = ollama::cluster_with(&[SMOLLM2, GEMMA3]).await;
     cluster.run_pods_for_real(NAMESPACE).await.unwrap();
     let mut operator = KillOnDrop(operator_process(&cluster, NAMESPACE, &gateway_image));
 
@@ -89,18 +83,12 @@ async fn bench() {
     phases.push(("steady load", began, Instant::now()));
 
     let began = Instant::now();
-    let gateways = names(&pods, "app.kubernetes.io/component=gateway").await;
-    pods.delete(&gateways[0], &DeleteParams::default()).await.unwrap();
-    gone(&pods, &gateways[0]).await;
-    wait_serving(&client, 2, 2).await;
+    delete_one(&pods, &client, "gateway").await;
     tokio::time::sleep(QUIET).await;
     phases.push(("a gateway pod deleted", began, Instant::now()));
 
     let began = Instant::now();
-    let replicas = names(&pods, "app.kubernetes.io/component=application-chat").await;
-    pods.delete(&replicas[0], &DeleteParams::default()).await.unwrap();
-    gone(&pods, &replicas[0]).await;
-    wait_serving(&client, 2, 2).await;
+    delete_one(&pods, &client, "application-chat").await;
     tokio::time::sleep(QUIET).await;
     phases.push(("an application pod deleted", began, Instant::now()));
 
@@ -191,40 +179,19 @@ async fn ask_until(at: SocketAddr, stop: Arc<AtomicBool>, samples: Arc<Mutex<Vec
     let mut streamed = true;
     while !stop.load(Ordering::SeqCst) {
         let began = Instant::now();
-        let failed = ask(&client, at, streamed).await.err();
+        let failed = ask_whole(&client, at, SMOLLM2.name, streamed).await.err();
         samples.lock().unwrap().push(Sample { began, took: began.elapsed(), failed });
         streamed = !streamed;
     }
 }
 
-async fn ask(client: &Client, at: SocketAddr, streamed: bool) -> Result<(), String> {
-    let (path, body) = if streamed {
-        let body = json!({"model": SMOLLM2.name, "prompt": "Once upon a time", "raw": true, "stream": true,
-            "options": {"temperature": 0, "seed": 0, "num_predict": 16}});
-        ("/api/generate", body)
-    } else {
-        let body = json!({"model": SMOLLM2.name, "max_tokens": 8, "temperature": 0,
-            "messages": [{"role": "user", "content": "What is the capital of France?"}]});
-        ("/v1/chat/completions", body)
-    };
-    let req = http::Request::post(format!("http://{at}{path}"))
-        .header(http::header::CONTENT_TYPE, "application/json")
-        .body(Full::new(Bytes::from(body.to_string())))
-        .unwrap();
-    let response = client.request(req).await.map_err(|e| format!("{path}: {e}"))?;
-    let code = response.status().as_u16();
-    let bytes = response.into_body().collect().await.map_err(|e| format!("{path}: cut: {e}"))?.to_bytes();
-    let text = String::from_utf8_lossy(&bytes);
-    if code != 200 {
-        return Err(format!("{path}: {code} {text}"));
-    }
-    let whole = if streamed {
-        let last = text.trim_end().lines().last().and_then(|l| serde_json::from_str::<Value>(l).ok());
-        last.is_some_and(|l| l["done"] == true)
-    } else {
-        serde_json::from_str::<Value>(&text).is_ok_and(|a| a["choices"][0]["message"]["content"].is_string())
-    };
-    whole.then_some(()).ok_or_else(|| format!("{path}: an answer without its end"))
+/// Deletes a pod of the stack's `component`, then waits until it is gone and the stack
+/// serves again with every replica.
+async fn delete_one(pods: &Api<Pod>, client: &kube::Client, component: &str) {
+    let of = names(pods, &format!("app.kubernetes.io/component={component}")).await;
+    pods.delete(&of[0], &DeleteParams::default()).await.unwrap();
+    gone(pods, &of[0]).await;
+    wait_serving(client, 2, 2).await;
 }
 
 /// Until the CR's status, at its current generation, satisfies `done`.

@@ -24,7 +24,7 @@ use k8s_openapi::api::core::v1::Service;
 use kube::api::{Api, DynamicObject};
 use local_cluster::forward::Forwarder;
 use local_cluster::ollama::SMOLLM2;
-use local_cluster::{Cluster, Options};
+use local_cluster::Cluster;
 use serde_json::{json, Value};
 
 #[path = "support/process.rs"]
@@ -49,12 +49,7 @@ fn s(d: Duration) -> String {
 }
 
 async fn bench() {
-    let cluster = Cluster::start(Options::default()).await.expect("local cluster with a real node");
-    cluster.push_ollama_image().await.expect("the Ollama image");
-    cluster.push_models(&[SMOLLM2]).await.expect("the models");
-    let gateway_image = cluster.push_operator_image("bench").await.expect("the operator image (make static)");
-    let client = cluster.client().await.unwrap();
-    apply(&client, &serde_json::to_value(model_orchestra_api::crd::crd()).unwrap()).await;
+    let (cluster, client, gateway_image) = ollama::cluster_with(&[SMOLLM2]).await;
 
     let floor_before = floor(&cluster);
     let kept = wake_up(&cluster, &client, &gateway_image, "bench-gateway-claim", true).await;

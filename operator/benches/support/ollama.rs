@@ -10,10 +10,24 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use local_cluster::Cluster;
+use local_cluster::ollama::TestModel;
+use local_cluster::{Cluster, Options};
 use serde_json::{json, Value};
 
 pub const PROMPT: &str = "The capital of France is";
+
+/// The local cluster, ready for a benchmark of Ollama applications: the Ollama image and
+/// `models` in its registries, the operator's image pushed (the model gateway's; its
+/// reference returned) and the CRD installed.
+pub async fn cluster_with(models: &[TestModel]) -> (Cluster, kube::Client, String) {
+    let cluster = Cluster::start(Options::default()).await.expect("local cluster with a real node");
+    cluster.push_ollama_image().await.expect("the Ollama image");
+    cluster.push_models(models).await.expect("the models");
+    let gateway_image = cluster.push_operator_image("bench").await.expect("the operator image (make static)");
+    let client = cluster.client().await.unwrap();
+    super::process::apply(&client, &serde_json::to_value(model_orchestra_api::crd::crd()).unwrap()).await;
+    (cluster, client, gateway_image)
+}
 
 /// One blocking HTTP/1.1 exchange with a server in the cluster's namespace; calls `each`
 /// with the bytes received so far until it says stop or the server closes.

@@ -18,6 +18,7 @@ use serde_json::{json, Value};
 
 use crate::ollama::{apply, cr, setup, wait_ready, wait_status, FAULTS};
 use crate::support::*;
+use crate::whole_answer::{ask_whole, json_post};
 
 /// Long enough for a wake-up: a pod's start, the model's pull and first load.
 const WAKE: Duration = Duration::from_secs(180);
@@ -130,12 +131,13 @@ impl Gateway {
     }
 }
 
-/// `POST path` of the gateway at `addr` with a JSON body.
-fn json_post(addr: SocketAddr, path: &str, body: &Value) -> http::Request<Full<Bytes>> {
-    http::Request::post(format!("http://{addr}{path}"))
-        .header(http::header::CONTENT_TYPE, "application/json")
-        .body(Full::new(Bytes::from(serde_json::to_vec(body).unwrap())))
-        .unwrap()
+/// A stack `name` serving SmolLM2 in the namespace of `test`, ready, and its gateway.
+async fn serving(test: &str, name: &str) -> (Cluster, Operator, Gateway) {
+    let (cluster, operator) = setup(test).await;
+    apply(&cluster, &cr(name, &["smollm2:135m"], "")).await;
+    wait_ready(&cluster, name).await;
+    let gateway = Gateway::of(&cluster, name).await;
+    (cluster, operator, gateway)
 }
 
 /// Deterministic, short: SmolLM2 completes the capital of France.
@@ -390,10 +392,7 @@ async fn a_model_typo_leaves_the_present_model_answering_through_the_gateway_and
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn answers_stream_through_the_gateway_as_the_engine_writes_them_ndjson_and_sse() {
     let _pulls = FAULTS.read().await;
-    let (cluster, _operator) = setup("gateway_stream").await;
-    apply(&cluster, &cr("stream", &["smollm2:135m"], "")).await;
-    wait_ready(&cluster, "stream").await;
-    let gateway = Gateway::of(&cluster, "stream").await;
+    let (_cluster, _operator, gateway) = serving("gateway_stream", "stream").await;
 
     let ollama = json!({"model": "smollm2:135m", "prompt": "Once upon a time", "raw": true, "stream": true,
         "options": {"temperature": 0, "seed": 0, "num_predict": 128}});
@@ -434,42 +433,6 @@ struct Tally {
     failed: Vec<String>,
 }
 
-/// One request of the load, read to its end: a streamed `/api/generate` must end with its
-/// `done` line, an OpenAI chat completion must hold its choice.
-async fn ask_whole(
-    client: &Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>,
-    addr: SocketAddr,
-    streamed: bool,
-) -> Result<(), String> {
-    let (path, body) = if streamed {
-        let body = json!({"model": "smollm2:135m", "prompt": "Once upon a time", "raw": true, "stream": true,
-            "options": {"temperature": 0, "seed": 0, "num_predict": 12}});
-        ("/api/generate", body)
-    } else {
-        let body = json!({"model": "smollm2:135m", "max_tokens": 8, "temperature": 0,
-            "messages": [{"role": "user", "content": "What is the capital of France?"}]});
-        ("/v1/chat/completions", body)
-    };
-    let response = client.request(json_post(addr, path, &body)).await.map_err(|e| format!("{path}: {e}"))?;
-    let code = response.status().as_u16();
-    let bytes = response.into_body().collect().await.map_err(|e| format!("{path}: cut: {e}"))?.to_bytes();
-    let text = String::from_utf8_lossy(&bytes);
-    if code != 200 {
-        return Err(format!("{path}: {code} {text}"));
-    }
-    let whole = if streamed {
-        let last = text.trim_end().lines().last().and_then(|l| serde_json::from_str::<Value>(l).ok());
-        last.is_some_and(|l| l["done"] == true)
-    } else {
-        serde_json::from_str::<Value>(&text).is_ok_and(|a| a["choices"][0]["message"]["content"].is_string())
-    };
-    if whole {
-        Ok(())
-    } else {
-        Err(format!("{path}: an answer without its end: {text}"))
-    }
-}
-
 /// A client that asks without a pause, streamed answers and whole ones in turn, until told
 /// to stop: what it got.
 fn load(
@@ -482,7 +445,7 @@ fn load(
         let mut tally = Tally::default();
         let mut streamed = true;
         while !stopped.load(std::sync::atomic::Ordering::SeqCst) {
-            match ask_whole(&client, addr, streamed).await {
+            match ask_whole(&client, addr, "smollm2:135m", streamed).await {
                 Ok(()) => tally.answered += 1,
                 Err(e) => tally.failed.push(e),
             }
@@ -505,10 +468,7 @@ impl Tally {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gateway_replica_deleted_under_load_loses_no_request() {
     let _pulls = FAULTS.read().await;
-    let (cluster, _operator) = setup("gateway_failover").await;
-    apply(&cluster, &cr("failover", &["smollm2:135m"], "")).await;
-    wait_ready(&cluster, "failover").await;
-    let gateway = Gateway::of(&cluster, "failover").await;
+    let (cluster, _operator, gateway) = serving("gateway_failover", "failover").await;
     let replicas = cluster.component_pods("failover", "gateway").await;
     assert_eq!(replicas.len(), 2, "the gateway's two replicas");
 
@@ -541,10 +501,7 @@ async fn a_gateway_replica_deleted_under_load_loses_no_request() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolling_update_under_load_loses_no_request_through_the_gateway() {
     let _pulls = FAULTS.read().await;
-    let (cluster, _operator) = setup("gateway_rollout").await;
-    apply(&cluster, &cr("rollout", &["smollm2:135m"], "")).await;
-    wait_ready(&cluster, "rollout").await;
-    let gateway = Gateway::of(&cluster, "rollout").await;
+    let (cluster, _operator, gateway) = serving("gateway_rollout", "rollout").await;
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(cluster.client.clone(), &cluster.namespace);
     let serving = ListParams::default().labels("app.kubernetes.io/component=application-chat");
     let before: Vec<String> =

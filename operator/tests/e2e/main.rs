@@ -25,3 +25,5 @@ mod ollama;
 mod promotion;
 mod server_validation;
 mod v1alpha2;
+#[path = "../shared/whole_answer.rs"]
+mod whole_answer;

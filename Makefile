@@ -18,6 +18,16 @@ export STATIC_PROFILE ?= $(if $(MAKE_TEST),dev,release)
 STATIC_DIR = $(TARGET_DIR)/$(STATIC_TARGET)/$(if $(filter dev,$(STATIC_PROFILE)),debug,$(STATIC_PROFILE))
 # Where the local cluster and the drills take the images' binaries from (cluster/src/tools.rs).
 export MO_STATIC_DIR = $(STATIC_DIR)
+# Inside `make test` clippy compiles the workspace's own crates (clippy-driver as the
+# workspace's rustc wrapper, cargo clippy's own mechanism, with its warnings denied): the
+# tiers' build is the lint, and the dependencies are compiled once, with code, rather than
+# a second time in check mode for a separate `cargo clippy` (`make lint`'s recipe below).
+# Incremental compilation is off: it slows a build from scratch, the kind `make test` does.
+ifdef MAKE_TEST
+export RUSTC_WORKSPACE_WRAPPER := $(shell command -v clippy-driver)
+export CLIPPY_ARGS := -D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
+export CARGO_INCREMENTAL := 0
+endif
 OPERATOR := $(TARGET_DIR)/$(STATIC_TARGET)/debug/model-orchestra-operator
 SAMPLE ?= config/samples/modelorchestra.yaml
 IMAGE_TAG_BASE ?= ghcr.io/titanml/model-orchestra-operator
@@ -71,25 +81,30 @@ help:
 
 ## test: what .ci/run runs: lint, test-unit, test-e2e, the push e2e and the OLM drills
 #   the test tools (apt packages, Go programs, models: scripts/install-test-deps.sh, logged
-#   to target/install-test-deps.log) are installed while the Rust side builds and runs
-#   what needs none of them (lint, test-unit): the two share the machine's cores better than
-#   one after the other. The images hold the dev-profile binaries test-unit built
-#   (STATIC_PROFILE). Then test-e2e, the push e2e and the OLM drills, one after the other:
-#   run beside the e2e tier, the drills' two clusters slowed its tests under load past what
-#   they allow (three failures in one cold run on two cores)
+#   to target/install-test-deps.log) are installed while the Rust side builds everything
+#   the tiers run (lint: the build is clippy's), runs what needs no tools (test-unit) and
+#   rebuilds the released operators: the two share the machine's cores. The images hold the
+#   dev-profile binaries test-unit built (STATIC_PROFILE). Then the cluster and e2e tiers
+#   alone: beside other clusters, on two cores, their tests under load failed past what
+#   they allow (three failures in one cold run). Last the oracles, the push e2e and the OLM
+#   drills at once (their logs in target/test-logs/, shown when all are done). Each phase
+#   prints its time (scripts/timed)
 test: export MAKE_TEST = 1
 test:
 	@mkdir -p target; \
 	setsid scripts/install-test-deps.sh >target/install-test-deps.log 2>&1 & deps=$$!; \
 	trap 'kill -- -$$deps 2>/dev/null' EXIT; \
 	echo "install-test-deps: in the background (target/install-test-deps.log)"; \
-	$(MAKE) --no-print-directory lint test-unit || exit 1; \
+	scripts/timed "lint, test-unit and the released operators" $(MAKE) --no-print-directory lint test-unit released || exit 1; \
 	echo "install-test-deps: waiting for it"; \
-	wait $$deps || { cat target/install-test-deps.log; echo "install-test-deps failed" >&2; exit 1; }; \
+	start=$$(date +%s); wait $$deps || { cat target/install-test-deps.log; echo "install-test-deps failed" >&2; exit 1; }; \
+	echo "make test: the test tools, after the Rust side: $$(( $$(date +%s) - start )) s more"; \
 	trap - EXIT; grep -E 'built in|apt-get|install-test-deps:' target/install-test-deps.log || true
-	$(MAKE) --no-print-directory test-e2e
-	scripts/bundle-push-e2e.sh
-	$(MAKE) --no-print-directory olm-drill
+	scripts/timed "the cluster and e2e tiers" $(MAKE) --no-print-directory test-e2e E2E_TIERS="--test cluster --test e2e"
+	scripts/timed "the oracles, the push e2e and the OLM drills, at once" scripts/at-once target/test-logs \
+	  "$(MAKE) --no-print-directory test-e2e E2E_TIERS='--test oracles'" \
+	  scripts/bundle-push-e2e.sh \
+	  "$(MAKE) --no-print-directory olm-drill"
 
 ## released: every release's operator, rebuilt static from its commit (bundles/releases.yaml)
 released: static
@@ -105,9 +120,10 @@ test-unit:
 #   the local cluster's own tests, the operator's e2e suite on one shared cluster,
 #   bundle-tool against opm, operator-sdk and a registry
 E2E_TEST_THREADS ?= 4
+E2E_TIERS ?= --test cluster --test e2e --test oracles
 test-e2e: static
 	scripts/install-test-deps.sh
-	PATH="$(CURDIR)/target/tools/bin:$$PATH" $(CARGO) test --workspace --test cluster --test e2e --test oracles -- --test-threads $(E2E_TEST_THREADS)
+	PATH="$(CURDIR)/target/tools/bin:$$PATH" $(CARGO) test --workspace $(E2E_TIERS) -- --test-threads $(E2E_TEST_THREADS)
 
 ## olm-drill: the two operator lines installed side by side by a real OLM v1 and by a real
 #   OLM v0 (OLM's pods, catalogs, unpack Jobs and the lines on the real node), both drills at
@@ -118,10 +134,18 @@ olm-drill: static released
 	$(CARGO) test --workspace --test olm_drill -- --nocapture --test-threads 2
 
 ## lint: cargo fmt --check, and clippy on every target with warnings as errors
-#   (the test = false tiers named apart: beside --all-targets, --test names none of them)
+#   (the test = false tiers named apart: beside --all-targets, --test names none of them);
+#   inside `make test`, the build of every target those name, clippy compiling (see MAKE_TEST)
+LINT_TIERS = --test cluster --test e2e --test oracles --test olm_drill
 lint: fmt
+ifdef MAKE_TEST
+	@test -n "$$RUSTC_WORKSPACE_WRAPPER" || { echo "lint: clippy-driver is not installed (rustup component add clippy)" >&2; exit 1; }
+	$(CARGO) test --workspace --all-targets --no-run
+	$(CARGO) test --workspace $(LINT_TIERS) --no-run
+else
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
-	$(CARGO) clippy --workspace --test cluster --test e2e --test oracles --test olm_drill -- -D warnings
+	$(CARGO) clippy --workspace $(LINT_TIERS) -- -D warnings
+endif
 
 ## fmt: cargo fmt --check
 fmt:

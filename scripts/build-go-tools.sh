@@ -23,6 +23,10 @@ export GOCACHE="$root/target/tools/go/cache"
 GOFLAGS="$(go env GOFLAGS) -modcacherw"
 export GOFLAGS
 export CGO_ENABLED=0
+# The Go compiler and linker collect garbage less often: a sixth less CPU for the same
+# packages (k8s.io/api, apimachinery and client-go from scratch here: 97 s of CPU at the
+# default 100, 78 s at 400; 470 MB at the peak instead of 350), the same binaries.
+export GOGC=${GOGC:-400}
 
 # The pinned version of a module's dependency, to stamp into the program (without it,
 # kube-apiserver's /version says v0.0.0-master and `opm version` says unknown).

@@ -201,15 +201,16 @@ undeploy: build
 run: build
 	$(OPERATOR) run --api-version $(API_VERSION) --model-gateway-image $(IMG) $(RUN_ARGS)
 
-## cluster: a local cluster with fake GPU nodes and a real node, until Ctrl-C
+## cluster: a local cluster with fake GPU nodes and a real node (REAL_NODES), until Ctrl-C
 #   etcd, kube-apiserver, controller manager, scheduler, kwok CPU and GPU nodes, a real node
 #   with cluster DNS and a registry, in namespaces of its own, reached on 127.0.0.1; writes
 #   an admin kubeconfig to target/local-cluster.kubeconfig and the registry's address to
 #   target/local-cluster.registry
+REAL_NODES ?= 1
 cluster: static
 	scripts/install-test-deps.sh
 	scripts/test-models.sh smollm2
-	$(CARGO) run --quiet -p local-cluster -- --kubeconfig $(CURDIR)/target/local-cluster.kubeconfig --registry-file $(CURDIR)/target/local-cluster.registry
+	$(CARGO) run --quiet -p local-cluster -- --kubeconfig $(CURDIR)/target/local-cluster.kubeconfig --registry-file $(CURDIR)/target/local-cluster.registry --real-nodes $(REAL_NODES)
 
 ## registry: a loopback OCI registry on 127.0.0.1 until Ctrl-C
 #   Debian's docker-registry, a free port (or REGISTRY_PORT), temp storage; prints the

@@ -224,6 +224,12 @@ impl Isolation {
         Ok(())
     }
 
+    /// Kills every process of the cgroup `group` under the cluster's subtree (frozen first,
+    /// so none forks meanwhile) and removes it: the holder's teardown, for one subtree.
+    pub fn kill_cgroup(&self, group: &str) {
+        sweep(&self.dir, &format!("{}/{group}", self.cgroup_root));
+    }
+
     /// The memory the cluster's processes use (the memory cgroup of its subtree), in bytes.
     pub fn memory_bytes(&self, group: Option<&str>) -> Option<u64> {
         let mut path = PathBuf::from(CGROUP_FS).join("memory").join(&self.cgroup_root);

@@ -102,7 +102,7 @@ pub const KWOK_NODE_RANGE: &str = "10.127.0.0/16";
 /// The address of the node, inside the cluster's namespace: the API server advertises it
 /// (the `kubernetes` Service's endpoint), a real node's kubelet serves on it.
 pub const NODE_ADDRESS: Ipv4Addr = Ipv4Addr::new(10, 10, 0, 10);
-/// The name of the real node.
+/// The name of the first real node (`real-K` are the others).
 pub const REAL_NODE_NAME: &str = "real-0";
 
 /// What to start.
@@ -110,9 +110,14 @@ pub const REAL_NODE_NAME: &str = "real-0";
 pub struct Options {
     /// kwok's fake nodes.
     pub nodes: Vec<NodeSpec>,
-    /// Real nodes (0 or 1): containerd, the kubelet, kube-proxy, cluster DNS and the
-    /// cluster's registry.
+    /// Real nodes (0 to [`node::MAX_REAL_NODES`]): a containerd and a kubelet each; with
+    /// the first, kube-proxy, cluster DNS and the cluster's registry.
     pub real_nodes: usize,
+    /// How long a node may be silent before it is `NotReady` and its pods are evicted, in
+    /// seconds: the controller manager's `--node-monitor-grace-period` and the API server's
+    /// default not-ready and unreachable tolerations. None keeps Kubernetes' own (50 s, then
+    /// 300 s): a test that stops a node sets it shorter.
+    pub node_failure_seconds: Option<u32>,
     /// Public registries a real node pulls from the cluster's registry instead (as an
     /// air-gapped cluster's mirrors): an image `ghcr.io/org/x:1` is `org/x:1` there.
     pub mirrored_registries: Vec<String>,
@@ -128,6 +133,7 @@ impl Default for Options {
         Options {
             nodes: nodes::default_nodes(),
             real_nodes: 1,
+            node_failure_seconds: None,
             mirrored_registries: vec!["docker.io".into(), "ghcr.io".into(), "quay.io".into()],
             controller_qps: 100,
             keep_dir: false,
@@ -154,7 +160,7 @@ pub struct Cluster {
     pub kubeconfig: PathBuf,
     pub audit_log: PathBuf,
     pub nodes: Vec<NodeSpec>,
-    /// The real nodes' names.
+    /// The real nodes' names, `real-0` first.
     pub real_nodes: Vec<String>,
     /// `127.0.0.1:<port>`, the same from the host and inside: the registry real nodes pull
     /// from (None without real nodes).
@@ -162,8 +168,10 @@ pub struct Cluster {
     /// The models registry Ollama pulls from (None without real nodes).
     pub models_registry: Option<node::ModelsRegistry>,
     admin: CertPem,
-    /// In start order; stopped in reverse.
-    processes: Mutex<Vec<(&'static str, Supervised)>>,
+    /// In start order; stopped in reverse, after the real nodes'.
+    processes: Mutex<Vec<(String, Supervised)>>,
+    /// Each real node's containerd and kubelet (none while it is stopped).
+    real: Mutex<Vec<node::RealNode>>,
     /// Stopped before the processes.
     provisioner: Mutex<Option<Provisioner>>,
     /// The host's ways in (the API server's, the registry's): stopped after the processes.
@@ -211,17 +219,21 @@ impl Cluster {
     /// node is Ready and schedulable.
     pub async fn start(options: Options) -> Result<Cluster, Error> {
         let started = Instant::now();
-        if options.real_nodes > 1 {
+        if options.real_nodes > node::MAX_REAL_NODES {
             return Err(Error::Start {
                 component: "real nodes".into(),
-                message: format!("{} real nodes asked for; a cluster has 0 or 1", options.real_nodes),
+                message: format!(
+                    "{} real nodes asked for; a cluster has at most {}",
+                    options.real_nodes,
+                    node::MAX_REAL_NODES
+                ),
                 log: PathBuf::new(),
                 tail: String::new(),
             });
         }
         // Before anything starts: what is missing is one error naming it.
         isolation::check_machine()?;
-        if options.real_nodes == 1 {
+        if options.real_nodes > 0 {
             node::check_programs()?;
         }
         let dir = temp_dir()?;
@@ -248,7 +260,7 @@ impl Cluster {
             .args(["--listen-peer-urls", &peer_url, "--initial-advertise-peer-urls", &peer_url])
             .args(["--initial-cluster", &format!("local={peer_url}")])
             .args(["--unsafe-no-fsync", "--log-level", "warn", "--quota-backend-bytes", "8589934592"]);
-        processes.push(("etcd", spawn_logged(etcd, &logs, "etcd")?));
+        processes.push(("etcd".to_string(), spawn_logged(etcd, &logs, "etcd")?));
         let inside = |port: u16| SocketAddr::from((Ipv4Addr::LOCALHOST, port));
         wait_http_ok(|| isolation.connect(inside(etcd_port)), "/health", "etcd", &logs).await?;
 
@@ -303,7 +315,11 @@ impl Cluster {
             .arg(format!("--audit-log-path={}", audit_log.display()))
             .args(["--audit-log-format", "json", "--audit-log-mode", "blocking", "--audit-log-maxsize", "0"])
             .args(["--profiling=false", "--v", "1"]);
-        processes.push(("kube-apiserver", spawn_logged(apiserver, &logs, "kube-apiserver")?));
+        if let Some(seconds) = options.node_failure_seconds {
+            apiserver.arg(format!("--default-not-ready-toleration-seconds={seconds}"));
+            apiserver.arg(format!("--default-unreachable-toleration-seconds={seconds}"));
+        }
+        processes.push(("kube-apiserver".to_string(), spawn_logged(apiserver, &logs, "kube-apiserver")?));
         let host = SocketAddr::from((Ipv4Addr::LOCALHOST, api_port));
         forwarders.push(
             Forwarder::start(host, inside(api_port), isolation.clone())
@@ -338,7 +354,10 @@ impl Cluster {
             .arg(format!("--cluster-signing-cert-file={}", pki.path("ca.crt").display()))
             .arg(format!("--cluster-signing-key-file={}", pki.path("ca.key").display()))
             .args(["--kube-api-qps", &qps, "--kube-api-burst", &burst, "--v", "1"]);
-        processes.push(("kube-controller-manager", spawn_logged(kcm, &logs, "kube-controller-manager")?));
+        if let Some(seconds) = options.node_failure_seconds {
+            kcm.arg(format!("--node-monitor-grace-period={seconds}s"));
+        }
+        processes.push(("kube-controller-manager".to_string(), spawn_logged(kcm, &logs, "kube-controller-manager")?));
 
         let mut scheduler = spawn("kube-scheduler")?;
         scheduler.arg("--kubeconfig").arg(component_kubeconfig("scheduler", "system:kube-scheduler", None)?).args([
@@ -351,7 +370,7 @@ impl Cluster {
             "--v",
             "1",
         ]);
-        processes.push(("kube-scheduler", spawn_logged(scheduler, &logs, "kube-scheduler")?));
+        processes.push(("kube-scheduler".to_string(), spawn_logged(scheduler, &logs, "kube-scheduler")?));
 
         let stages = dir.join("kwok-stages.yaml");
         std::fs::write(&stages, include_str!("../config/kwok-stages.yaml")).map_err(|e| Error::io(&stages, e))?;
@@ -367,11 +386,10 @@ impl Cluster {
             // kwok reads ~/.kwok first: keep it away from the user's home.
             .env("HOME", &kwok_home)
             .env("KWOK_WORKDIR", &kwok_home);
-        processes.push(("kwok", spawn_logged(kwok, &logs, "kwok")?));
+        processes.push(("kwok".to_string(), spawn_logged(kwok, &logs, "kwok")?));
 
-        let mut real_nodes = Vec::new();
-        let (mut registry, mut models_registry) = (None, None);
-        if options.real_nodes == 1 {
+        let (mut registry, mut models_registry, mut real) = (None, None, Vec::new());
+        if options.real_nodes > 0 {
             let started = node::start(node::Context {
                 isolation: &isolation,
                 pki: &pki,
@@ -380,14 +398,16 @@ impl Cluster {
                 server: &server,
                 admin: &client,
                 mirrors: &options.mirrored_registries,
+                count: options.real_nodes,
                 processes: &mut processes,
                 forwarders: &mut forwarders,
             })
             .await?;
             registry = Some(started.registry);
             models_registry = Some(started.models);
-            real_nodes.push(REAL_NODE_NAME.to_string());
+            real = started.nodes;
         }
+        let real_nodes = real.iter().map(|n| n.layout.name.clone()).collect();
 
         let cluster = Cluster {
             dir,
@@ -402,6 +422,7 @@ impl Cluster {
             models_registry,
             admin,
             processes: Mutex::new(processes),
+            real: Mutex::new(real),
             provisioner: Mutex::new(Some(provisioner)),
             forwarders: Mutex::new(forwarders),
             isolation,
@@ -479,9 +500,46 @@ impl Cluster {
         c
     }
 
-    /// PIDs of the running components, by name.
-    pub fn pids(&self) -> Vec<(&'static str, u32)> {
-        self.processes.lock().expect("processes lock").iter().map(|(n, p)| (*n, p.pid())).collect()
+    /// PIDs of the running components, by name (the real nodes' last).
+    pub fn pids(&self) -> Vec<(String, u32)> {
+        let processes = self.processes.lock().expect("processes lock");
+        let real = self.real.lock().expect("real nodes lock");
+        let nodes = real.iter().flat_map(|n| n.processes.iter());
+        processes.iter().chain(nodes).map(|(n, p)| (n.clone(), p.pid())).collect()
+    }
+
+    /// Stops the real node `name` as a machine loses power: its kubelet, its containerd,
+    /// their shims and its pods are killed at once, nothing is cleaned up. The API server
+    /// hears nothing more from it: after the node failure time
+    /// ([`Options::node_failure_seconds`]) it is `NotReady`, then its pods are evicted.
+    /// What the network namespace runs (kube-proxy, CoreDNS, the registries) stays up.
+    pub fn stop_real_node(&self, name: &str) -> Result<(), Error> {
+        let mut real = self.real.lock().expect("real nodes lock");
+        let node = real.iter_mut().find(|n| n.layout.name == name).ok_or_else(|| unknown_real_node(name))?;
+        node.power_off(&self.isolation);
+        Ok(())
+    }
+
+    /// Starts a stopped real node again from its files: its containerd finds the containers
+    /// it had, its kubelet registers again and reconciles its pods with the API server's.
+    /// Returns once the node is Ready and schedulable.
+    pub async fn start_real_node(&self, name: &str) -> Result<(), Error> {
+        let mut node = {
+            let mut real = self.real.lock().expect("real nodes lock");
+            let at = real.iter().position(|n| n.layout.name == name).ok_or_else(|| unknown_real_node(name))?;
+            real.remove(at)
+        };
+        let started =
+            if node.processes.is_empty() { node.run(&self.isolation, &self.dir.join("logs")).await } else { Ok(()) };
+        self.real.lock().expect("real nodes lock").push(node);
+        started?;
+        let client = self.client().await?;
+        self.wait_nodes_schedulable(&client, &[name.to_string()]).await
+    }
+
+    /// The memory a real node's processes and pods use (its cgroup), in bytes.
+    pub fn real_node_memory_bytes(&self, name: &str) -> Option<u64> {
+        self.isolation.memory_bytes(Some(name))
     }
 
     /// Stops the provisioner, then every component (reverse start order), the forwarders,
@@ -490,6 +548,11 @@ impl Cluster {
     pub fn stop(&self) {
         if let Some(mut provisioner) = self.provisioner.lock().expect("provisioner lock").take() {
             provisioner.stop();
+        }
+        for node in self.real.lock().expect("real nodes lock").iter_mut() {
+            while let Some((_, mut p)) = node.processes.pop() {
+                p.stop(Duration::from_secs(5));
+            }
         }
         let mut processes = self.processes.lock().expect("processes lock");
         while let Some((_, mut p)) = processes.pop() {
@@ -560,9 +623,13 @@ impl Cluster {
     /// Every node Ready (kwok's, and the real node's kubelet) and without the not-ready
     /// taint (node lifecycle controller).
     async fn wait_schedulable(&self, client: &Client) -> Result<(), Error> {
-        let api: Api<Node> = Api::all(client.clone());
         let names: Vec<String> =
             self.nodes.iter().map(|n| n.name.clone()).chain(self.real_nodes.iter().cloned()).collect();
+        self.wait_nodes_schedulable(client, &names).await
+    }
+
+    async fn wait_nodes_schedulable(&self, client: &Client, names: &[String]) -> Result<(), Error> {
+        let api: Api<Node> = Api::all(client.clone());
         self.wait_for("every node is Ready and schedulable", || async {
             let list = api.list(&Default::default()).await.ok()?;
             let ready = |n: &Node| {
@@ -607,7 +674,8 @@ impl Cluster {
     /// An error naming the first component that exited, with its log's tail.
     fn check_alive(&self) -> Result<(), Error> {
         let mut processes = self.processes.lock().expect("processes lock");
-        for (name, p) in processes.iter_mut() {
+        let mut real = self.real.lock().expect("real nodes lock");
+        for (name, p) in processes.iter_mut().chain(real.iter_mut().flat_map(|n| n.processes.iter_mut())) {
             if let Some(status) = p.exited() {
                 return Err(exited(name, &self.dir.join("logs"), status));
             }
@@ -619,6 +687,15 @@ impl Cluster {
 impl Drop for Cluster {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+fn unknown_real_node(name: &str) -> Error {
+    Error::Start {
+        component: format!("real node {name}"),
+        message: "no real node has this name (they are real-0, real-1, …)".into(),
+        log: PathBuf::new(),
+        tail: String::new(),
     }
 }
 

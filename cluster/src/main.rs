@@ -23,7 +23,8 @@ struct Cli {
     /// real node pulls from: push images there.
     #[arg(long, default_value = "target/local-cluster.registry")]
     registry_file: PathBuf,
-    /// Real nodes (0 or 1) beside kwok's fake ones.
+    /// Real nodes (0 to 16) beside kwok's fake ones: `real-0`, `real-1`, … (each its own
+    /// containerd and kubelet; pods of the real namespaces spread over them).
     #[arg(long, default_value_t = 1)]
     real_nodes: usize,
     /// Namespaces (created if missing) whose pods run on the real node; others' run on kwok's.
@@ -89,8 +90,9 @@ fn main() -> anyhow::Result<()> {
         println!("  kubectl get nodes -L nvidia.com/gpu.product -L {}", local_cluster::node::REAL_NODE_LABEL);
         if let Some(registry) = &cluster.registry {
             println!(
-                "  real node {}: images from the registry {registry} (also for docker.io, ghcr.io and quay.io)",
-                local_cluster::REAL_NODE_NAME
+                "  real node{} {}: images from the registry {registry} (also for docker.io, ghcr.io and quay.io)",
+                if cluster.real_nodes.len() == 1 { "" } else { "s" },
+                cluster.real_nodes.join(", ")
             );
             println!(
                 "  pods of namespace{} {} run there; others on kwok's nodes",

@@ -59,7 +59,7 @@ async fn a_cluster_runs_gpu_pods_on_matching_nodes_and_stops_every_process_it_st
     assert!(cluster.provisioner_running());
     let pids = cluster.pids();
     assert_eq!(
-        pids.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
+        pids.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
         ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"]
     );
     let dir = cluster.dir().to_path_buf();

@@ -1,12 +1,13 @@
 //! The local cluster itself: it starts from the real programs in namespaces of its own, its
 //! fake GPU nodes take pods the real scheduler places, its real node runs pods of our own
-//! images, the audit log witnesses requests, the fault proxy injects what it is told, claims
+//! images, two real nodes reach each other's pods, lose one and drain one, the audit log witnesses requests, the fault proxy injects what it is told, claims
 //! without a StorageClass get the default one and a provisioned volume, and stopping it —
 //! normally, after a panic, or by killing its owner — leaves nothing behind.
 
 mod control_plane;
 mod isolation;
 mod real_node;
+mod real_nodes;
 mod storage;
 mod teardown;
 

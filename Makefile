@@ -252,7 +252,8 @@ bench-gateway: static
 	PATH="$(CURDIR)/target/tools/bin:$$PATH" $(CARGO) bench -p model-orchestra-operator --bench gateway
 
 ## bench-faults: requests lost under a steady load through the model gateway while a
-#   gateway pod, an application pod, a rolling update and the operator's restart happen
+#   gateway pod, an application pod, a rolling update, the operator's restart, a drain and
+#   a node's loss happen (two real nodes)
 bench-faults: static
 	scripts/install-test-deps.sh
 	$(CARGO) build --release -p model-orchestra-operator --bins --bench faults

@@ -1,30 +1,32 @@
 //! `make bench-faults`: how many requests a stack loses when something happens, under a
-//! steady load through the model gateway, on the local cluster's real node.
+//! steady load through the model gateway, on the local cluster's two real nodes.
 //!
 //! One Ollama application serving SmolLM2 135M on two replicas behind the model gateway
-//! (two replicas). `BENCH_FAULTS_CLIENTS` clients (default 4) ask without a pause, streamed
+//! (two replicas), on two real nodes. `BENCH_FAULTS_CLIENTS` clients (default 4) ask without a pause, streamed
 //! answers (`/api/generate`, Ollama's API) and whole ones (`/v1/chat/completions`, OpenAI's)
 //! in turn, each over a connection of its own, through the gateway's Service. Meanwhile,
 //! one after another, with a quiet spell between: a gateway pod deleted, an application pod
 //! deleted, a rolling update of the application, a model added (pulled into the running
 //! replicas), verified promotion turned on (a candidate answers the success prompt, then the
-//! application rolls: the handover), the operator restarted (its leadership lost). For each phase: the requests begun in it, how many failed (and why), and the
-//! latency of the whole answer, p50 and p99.
+//! application rolls: the handover), the operator restarted (its leadership lost), `kubectl
+//! drain` of the node of an application replica (then uncordon), that node stopped as a
+//! machine loses power (then started again). For each phase: the requests begun in it, how
+//! many failed (and why), and the latency of the whole answer, p50 and p99.
 //!
 //! A request fails when its status is not 200, its connection fails, or its answer ends
 //! before its end (`done: true`, or the chat's message). Every request is counted; none is
-//! sent again by the benchmark.
+//! sent again by the benchmark, and a client that failed waits 200 ms before its next.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams};
 use local_cluster::forward::Forwarder;
 use local_cluster::ollama::{GEMMA3, SMOLLM2};
-use local_cluster::Cluster;
+use local_cluster::{Cluster, Options};
 use serde_json::{json, Value};
 
 #[path = "support/process.rs"]
@@ -40,6 +42,10 @@ use whole_answer::{ask_whole, Client};
 const NAMESPACE: &str = "bench-faults";
 /// Between two faults, and before the first: the load alone.
 const QUIET: Duration = Duration::from_secs(10);
+/// A client's pause after a failed request.
+const AFTER_FAILURE: Duration = Duration::from_millis(200);
+/// How long a stopped node stays Ready in the API server, and its pods on it after that.
+const NODE_FAILURE_SECONDS: u32 = 15;
 
 fn main() {
     process::main("faults", bench());
@@ -53,7 +59,8 @@ struct Sample {
 }
 
 async fn bench() {
-    let (cluster, client, gateway_image) = ollama::cluster_with(&[SMOLLM2, GEMMA3]).await;
+    let options = Options { real_nodes: 2, node_failure_seconds: Some(NODE_FAILURE_SECONDS), ..Options::default() };
+    let (cluster, client, gateway_image) = ollama::cluster_of(options, &[SMOLLM2, GEMMA3]).await;
     cluster.run_pods_for_real(NAMESPACE).await.unwrap();
     let mut operator = KillOnDrop(operator_process(&cluster, NAMESPACE, &gateway_image));
 
@@ -137,6 +144,37 @@ async fn bench() {
     tokio::time::sleep(QUIET).await;
     phases.push(("the operator restarted", began, Instant::now()));
 
+    let began = Instant::now();
+    let node = node_of(&pods, "application-chat").await;
+    kubectl(&cluster, &["drain", &node, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout", "300s"]).await;
+    wait_serving(&client, 2, 2).await;
+    kubectl(&cluster, &["uncordon", &node]).await;
+    tokio::time::sleep(QUIET).await;
+    phases.push(("kubectl drain of a node (then uncordon)", began, Instant::now()));
+
+    let began = Instant::now();
+    let node = node_of(&pods, "application-chat").await;
+    let lost = names_on(&pods, &node).await;
+    cluster.stop_real_node(&node).unwrap();
+    let nodes: Api<Node> = Api::all(client.clone());
+    wait_until("the stopped node is no longer Ready", || async {
+        let node = nodes.get(&node).await.ok()?;
+        let conditions = node.status?.conditions?;
+        conditions.iter().any(|c| c.type_ == "Ready" && c.status != "True").then_some(())
+    })
+    .await;
+    // Evicted after the same time again; their replacements run on the other node.
+    for name in &lost {
+        wait_until("the lost node's pods are evicted", || async {
+            pods.get_opt(name).await.ok()?.is_none_or(|p| p.metadata.deletion_timestamp.is_some()).then_some(())
+        })
+        .await;
+    }
+    wait_serving(&client, 2, 2).await;
+    cluster.start_real_node(&node).await.unwrap();
+    tokio::time::sleep(QUIET).await;
+    phases.push(("a real node stopped (then started)", began, Instant::now()));
+
     stop.store(true, Ordering::SeqCst);
     for task in load {
         task.await.unwrap();
@@ -144,7 +182,9 @@ async fn bench() {
     drop(operator);
 
     let samples = samples.lock().unwrap();
-    println!("\n{clients} clients through the model gateway (2 replicas) to SmolLM2 135M (2 replicas), one node:");
+    println!(
+        "\n{clients} clients through the model gateway (2 replicas) to SmolLM2 135M (2 replicas), two real nodes:"
+    );
     println!("  {:<44} {:>7} {:>9} {:>7} {:>9} {:>9}", "phase", "seconds", "requests", "failed", "p50 (s)", "p99 (s)");
     let (mut all, mut lost) = (0, 0);
     for (name, began, ended) in &phases {
@@ -180,8 +220,14 @@ async fn ask_until(at: SocketAddr, stop: Arc<AtomicBool>, samples: Arc<Mutex<Vec
     while !stop.load(Ordering::SeqCst) {
         let began = Instant::now();
         let failed = ask_whole(&client, at, SMOLLM2.name, streamed).await.err();
+        let pause = failed.is_some();
         samples.lock().unwrap().push(Sample { began, took: began.elapsed(), failed });
         streamed = !streamed;
+        // A client waits a little after a failure, as any client with a backoff does: else a
+        // refused connection would be counted thousands of times a second.
+        if pause {
+            tokio::time::sleep(AFTER_FAILURE).await;
+        }
     }
 }
 
@@ -244,6 +290,44 @@ fn pod_ready(pod: &Pod) -> bool {
 async fn names(pods: &Api<Pod>, selector: &str) -> Vec<String> {
     let list = pods.list(&ListParams::default().labels(selector)).await.unwrap();
     list.items.into_iter().filter(|p| p.metadata.deletion_timestamp.is_none()).filter_map(|p| p.metadata.name).collect()
+}
+
+/// The node of a pod of the stack's `component` (not being deleted).
+async fn node_of(pods: &Api<Pod>, component: &str) -> String {
+    let list = pods.list(&ListParams::default().labels(&format!("app.kubernetes.io/component={component}"))).await;
+    let list = list.unwrap();
+    let pod = list.items.into_iter().find(|p| p.metadata.deletion_timestamp.is_none()).expect("a pod");
+    pod.spec.and_then(|s| s.node_name).expect("a scheduled pod")
+}
+
+/// The names of the namespace's pods on `node`.
+async fn names_on(pods: &Api<Pod>, node: &str) -> Vec<String> {
+    let list = pods.list(&ListParams::default().fields(&format!("spec.nodeName={node}"))).await.unwrap();
+    list.items.into_iter().filter_map(|p| p.metadata.name).collect()
+}
+
+/// Runs the cluster's kubectl (a user's command, blocking: on a thread of its own).
+async fn kubectl(cluster: &Cluster, args: &[&str]) {
+    let mut command = cluster.kubectl();
+    command.args(args);
+    let out = tokio::task::spawn_blocking(move || command.output()).await.unwrap().unwrap();
+    assert!(out.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Until `f` gives something, for up to 5 minutes.
+async fn wait_until<T, F, Fut>(what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(start.elapsed() < Duration::from_secs(300), "{what}: not after 5 minutes");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 async fn gone(pods: &Api<Pod>, name: &str) {

@@ -20,7 +20,12 @@ pub const PROMPT: &str = "The capital of France is";
 /// `models` in its registries, the operator's image pushed (the model gateway's; its
 /// reference returned) and the CRD installed.
 pub async fn cluster_with(models: &[TestModel]) -> (Cluster, kube::Client, String) {
-    let cluster = Cluster::start(Options::default()).await.expect("local cluster with a real node");
+    cluster_of(Options::default(), models).await
+}
+
+/// [`cluster_with`] for a cluster of `options` (more real nodes, a shorter node failure time).
+pub async fn cluster_of(options: Options, models: &[TestModel]) -> (Cluster, kube::Client, String) {
+    let cluster = Cluster::start(options).await.expect("local cluster with real nodes");
     cluster.push_ollama_image().await.expect("the Ollama image");
     cluster.push_models(models).await.expect("the models");
     let gateway_image = cluster.push_operator_image("bench").await.expect("the operator image (make static)");

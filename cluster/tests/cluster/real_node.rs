@@ -11,17 +11,7 @@ use kube::api::{Api, Patch, PatchParams};
 use local_cluster::Cluster;
 use serde_json::{json, Value};
 
-use crate::{eventually, init};
-
-/// A namespace of the shared cluster whose pods run on the real node.
-async fn real_namespace(cluster: &Cluster, name: &str) -> Api<Pod> {
-    cluster.run_pods_for_real(name).await.unwrap_or_else(|e| panic!("{e}"));
-    Api::namespaced(cluster.client().await.unwrap(), name)
-}
-
-fn image(cluster: &Cluster) -> String {
-    local_cluster::registry::pod_image(cluster.registry.as_deref().expect("the shared cluster has a real node"))
-}
+use crate::{eventually, get_from_a_pod, image, init, real_namespace};
 
 async fn apply(cluster: &Cluster, namespace: &str, object: Value) {
     let client = cluster.client().await.unwrap();
@@ -72,26 +62,6 @@ async fn web(cluster: &Cluster, namespace: &str, text: &str) -> Pod {
     .await
 }
 
-/// Runs `mo-pod get URL` in a pod of its own and returns what it printed.
-async fn get_from_a_pod(cluster: &Cluster, namespace: &str, name: &str, url: &str) -> String {
-    let pods = real_namespace(cluster, namespace).await;
-    apply(cluster, namespace, json!({
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-        "spec": {"restartPolicy": "Never", "containers": [{"name": "get", "image": image(cluster), "args": ["get", url]}]}
-    }))
-    .await;
-    let phase = eventually(&format!("the pod {name} ends"), || async {
-        let phase = pods.get(name).await.ok()?.status?.phase?;
-        matches!(phase.as_str(), "Succeeded" | "Failed").then_some(phase)
-    })
-    .await;
-    let logs = pods.logs(name, &Default::default()).await.unwrap_or_default();
-    assert_eq!(phase, "Succeeded", "mo-pod get {url}: {logs}");
-    // The log has stderr too (retries while kube-proxy programs the new Service): the
-    // answer is the last line.
-    logs.lines().last().unwrap_or_default().to_string()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_of_our_own_image_runs_on_the_real_node_and_answers_through_its_service_by_name() {
     init();
@@ -103,9 +73,10 @@ async fn a_pod_of_our_own_image_runs_on_the_real_node_and_answers_through_its_se
 
     // From another pod: the Service's full name, then its short name (the search path).
     let full =
-        get_from_a_pod(cluster, "real-service", "by-full-name", "http://web.real-service.svc.cluster.local/").await;
+        get_from_a_pod(cluster, "real-service", "by-full-name", None, "http://web.real-service.svc.cluster.local/")
+            .await;
     assert_eq!(full.trim(), "web hello from a real pod");
-    let short = get_from_a_pod(cluster, "real-service", "by-short-name", "http://web/").await;
+    let short = get_from_a_pod(cluster, "real-service", "by-short-name", None, "http://web/").await;
     assert_eq!(short.trim(), "web hello from a real pod");
 }
 

@@ -13,7 +13,10 @@ use kube::ResourceExt;
 use local_cluster::{Cluster, Options};
 use serde_json::json;
 
-use crate::{eventually, init};
+use crate::{eventually, get_from_a_pod, image, init, real_namespace};
+
+/// The namespace of the test across two nodes.
+const NS_TWO: &str = "two-nodes";
 
 /// Seconds a node may be silent before it is NotReady, and its pods' tolerations of that.
 const NODE_FAILURE_SECONDS: u32 = 15;
@@ -30,16 +33,6 @@ fn cluster() -> &'static Cluster {
 async fn turn() -> tokio::sync::MutexGuard<'static, ()> {
     static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
     TURN.lock().await
-}
-
-fn image(cluster: &Cluster) -> String {
-    local_cluster::registry::pod_image(cluster.registry.as_deref().expect("real nodes have a registry"))
-}
-
-/// A namespace whose pods run on the real nodes, and its pods.
-async fn real_namespace(cluster: &Cluster, name: &str) -> Api<Pod> {
-    cluster.run_pods_for_real(name).await.unwrap_or_else(|e| panic!("{e}"));
-    Api::namespaced(cluster.client().await.unwrap(), name)
 }
 
 /// `web`: `replicas` pods of `mo-pod serve 8080 web`, spread evenly over the schedulable
@@ -98,22 +91,14 @@ async fn ready_web_pods(pods: &Api<Pod>) -> Vec<(String, String, String)> {
         .collect()
 }
 
-/// Runs `mo-pod get URL` in a pod of its own on `node` and returns the answer (its last line).
-async fn get_from(cluster: &Cluster, pods: &Api<Pod>, name: &str, node: &str, url: &str) -> String {
-    let pod = json!({
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-        "spec": {"restartPolicy": "Never", "nodeSelector": {"kubernetes.io/hostname": node},
-            "containers": [{"name": "get", "image": image(cluster), "args": ["get", url]}]}
-    });
-    pods.patch(name, &PatchParams::apply("test").force(), &Patch::Apply(&pod)).await.unwrap();
-    let phase = eventually(&format!("the pod {name} ends"), || async {
-        let phase = pods.get(name).await.ok()?.status?.phase?;
-        matches!(phase.as_str(), "Succeeded" | "Failed").then_some(phase)
+/// Until a Ready web pod runs on each real node: (name, node, address) of each.
+async fn one_on_each_node(pods: &Api<Pod>) -> ((String, String, String), (String, String, String)) {
+    eventually("a Ready web pod on each real node", || async {
+        let ready = ready_web_pods(pods).await;
+        let on = |node: &str| ready.iter().find(|(_, n, _)| n == node).cloned();
+        Some((on("real-0")?, on("real-1")?))
     })
-    .await;
-    let logs = pods.logs(name, &Default::default()).await.unwrap_or_default();
-    assert_eq!(phase, "Succeeded", "mo-pod get {url} from {node}: {logs}");
-    logs.lines().last().unwrap_or_default().to_string()
+    .await
 }
 
 fn node_ready(node: &Node) -> Option<String> {
@@ -133,26 +118,21 @@ async fn pods_on_two_real_nodes_reach_each_other_and_a_service_over_both() {
     let cluster = cluster();
     let _turn = turn().await;
     assert_eq!(cluster.real_nodes, ["real-0", "real-1"]);
-    let pods = real_namespace(cluster, "two-nodes").await;
-    web(cluster, "two-nodes", 2).await;
-    let spread = eventually("a Ready web pod on each real node", || async {
-        let ready = ready_web_pods(&pods).await;
-        let on = |node: &str| ready.iter().find(|(_, n, _)| n == node).cloned();
-        Some((on("real-0")?, on("real-1")?))
-    })
-    .await;
-    let ((pod0, _, ip0), (pod1, _, ip1)) = spread;
+    let pods = real_namespace(cluster, NS_TWO).await;
+    web(cluster, NS_TWO, 2).await;
+    let ((pod0, _, ip0), (pod1, _, ip1)) = one_on_each_node(&pods).await;
     assert!(ip0.starts_with("10.244.0."), "real-0's pods are on its subnet: {ip0}");
     assert!(ip1.starts_with("10.244.1."), "real-1's pods are on its subnet: {ip1}");
 
     // A pod on one node asks the pod on the other, both ways, by address: the answer names
     // the pod that gave it.
-    let answer = get_from(cluster, &pods, "from-0", "real-0", &format!("http://{ip1}:8080/")).await;
+    let answer = get_from_a_pod(cluster, NS_TWO, "from-0", Some("real-0"), &format!("http://{ip1}:8080/")).await;
     assert_eq!(answer, format!("{pod1} web"));
-    let answer = get_from(cluster, &pods, "from-1", "real-1", &format!("http://{ip0}:8080/")).await;
+    let answer = get_from_a_pod(cluster, NS_TWO, "from-1", Some("real-1"), &format!("http://{ip0}:8080/")).await;
     assert_eq!(answer, format!("{pod0} web"));
     // And the Service, by name, from the second node (kube-proxy's rules serve both).
-    let answer = get_from(cluster, &pods, "by-name", "real-1", "http://web.two-nodes.svc.cluster.local/").await;
+    let answer =
+        get_from_a_pod(cluster, NS_TWO, "by-name", Some("real-1"), "http://web.two-nodes.svc.cluster.local/").await;
     assert!([format!("{pod0} web"), format!("{pod1} web")].contains(&answer), "{answer}");
 }
 
@@ -196,11 +176,7 @@ async fn kubectl_drain_moves_a_real_nodes_pods_to_the_other_and_uncordon_takes_p
     let _turn = turn().await;
     let pods = real_namespace(cluster, "drain").await;
     web(cluster, "drain", 2).await;
-    eventually("a Ready web pod on each real node", || async {
-        let ready = ready_web_pods(&pods).await;
-        (ready.iter().any(|(_, n, _)| n == "real-0") && ready.iter().any(|(_, n, _)| n == "real-1")).then_some(())
-    })
-    .await;
+    one_on_each_node(&pods).await;
 
     kubectl(cluster, &["drain", "real-1", "--ignore-daemonsets", "--delete-emptydir-data", "--timeout", "80s"]);
     let ready = eventually("both web pods are Ready on real-0", || async {

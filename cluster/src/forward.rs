@@ -14,6 +14,9 @@ use tokio::net::TcpStream;
 
 use crate::isolation::Isolation;
 
+/// How long a connection's other half may take to connect before the connection is closed.
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// A running forwarder; stopped on drop (its connections are closed).
 pub struct Forwarder {
     pub listen: SocketAddr,
@@ -41,13 +44,15 @@ impl Forwarder {
 }
 
 async fn relay(mut outside: TcpStream, target: SocketAddr, isolation: Arc<Isolation>) -> std::io::Result<()> {
-    // A loopback connect inside the namespace takes microseconds: done on the thread
-    // that lives there.
-    let inside = tokio::task::spawn_blocking(move || isolation.connect(target))
+    // The socket is made by the thread that lives in the namespace (microseconds); the
+    // connect runs here, so a connect to an address that no longer answers (a Service's
+    // endpoint on a node that is gone) delays only its own connection.
+    let socket = tokio::task::spawn_blocking(move || isolation.socket_for(target))
         .await
-        .map_err(|_| std::io::Error::other("the connecting task panicked"))??;
-    inside.set_nonblocking(true)?;
-    let mut inside = TcpStream::from_std(inside)?;
+        .map_err(|_| std::io::Error::other("the socket's task panicked"))??;
+    let mut inside = tokio::time::timeout(CONNECT_TIMEOUT, socket.connect(target))
+        .await
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, format!("connect to {target}")))??;
     outside.set_nodelay(true)?;
     inside.set_nodelay(true)?;
     tokio::io::copy_bidirectional(&mut outside, &mut inside).await?;

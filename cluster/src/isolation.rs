@@ -50,6 +50,7 @@ fn unavailable(what: &str, fix: &str) -> Error {
 /// Requests to the thread that lives in the cluster's network namespace.
 enum Request {
     Connect(SocketAddr, mpsc::Sender<std::io::Result<TcpStream>>),
+    Socket(SocketAddr, mpsc::Sender<std::io::Result<tokio::net::TcpSocket>>),
     Bind(SocketAddr, mpsc::Sender<std::io::Result<TcpListener>>),
 }
 
@@ -258,6 +259,16 @@ impl Isolation {
         rx.recv().map_err(|_| gone())?
     }
 
+    /// A socket of the network namespace, not yet connected, for an address like `addr`.
+    /// A socket belongs to the namespace it was made in, wherever it connects from: the
+    /// connect (which may wait for a handshake, or for seconds when the peer is gone) runs
+    /// on the caller's runtime, so one slow connect never holds up another.
+    pub fn socket_for(&self, addr: SocketAddr) -> std::io::Result<tokio::net::TcpSocket> {
+        let (tx, rx) = mpsc::channel();
+        self.send(Request::Socket(addr, tx))?;
+        rx.recv().map_err(|_| gone())?
+    }
+
     /// A listener bound inside the network namespace (e.g. a stand-in for a pod address).
     pub fn bind(&self, addr: SocketAddr) -> std::io::Result<TcpListener> {
         let (tx, rx) = mpsc::channel();
@@ -351,6 +362,14 @@ fn start_inside_thread(net: &File) -> Result<(mpsc::Sender<Request>, std::thread
                 match request {
                     Request::Connect(addr, reply) => {
                         let _ = reply.send(TcpStream::connect_timeout(&addr, Duration::from_secs(5)));
+                    }
+                    Request::Socket(addr, reply) => {
+                        let socket = if addr.is_ipv4() {
+                            tokio::net::TcpSocket::new_v4()
+                        } else {
+                            tokio::net::TcpSocket::new_v6()
+                        };
+                        let _ = reply.send(socket);
                     }
                     Request::Bind(addr, reply) => {
                         let _ = reply.send(TcpListener::bind(addr));

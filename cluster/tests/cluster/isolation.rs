@@ -1,12 +1,14 @@
 //! The cluster's namespaces: every process of the cluster lives in its own network
 //! namespace, never the host's; no address of the cluster exists on the host; a request
 //! to a fake pod's address fails inside the namespace; a test that stands in for fake pods
-//! does so inside it.
+//! does so inside it; a forwarder's connect that waits holds up no other connection.
 
 use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams};
+use local_cluster::forward::Forwarder;
 use local_cluster::Cluster;
 use serde_json::json;
 
@@ -103,4 +105,47 @@ async fn a_stand_in_for_fake_pods_listens_inside_the_namespace_and_the_api_serve
     let request =
         http::Request::get(format!("/api/v1/namespaces/default/pods/stood-in:{port}/proxy/")).body(vec![]).unwrap();
     assert_eq!(client.request_text(request).await.unwrap(), "stand-in");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forwarder_connecting_to_an_address_that_does_not_answer_holds_up_no_other_connection() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    init();
+    let cluster = Cluster::shared();
+    let isolation = cluster.isolation();
+    // A listener inside the namespace that accepts nothing: once its queue is full the kernel
+    // drops new SYNs, and a connect to it waits, as to an address nobody answers.
+    let silent = isolation.socket_for("127.0.0.1:0".parse().unwrap()).unwrap();
+    silent.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let silent = silent.listen(0).unwrap();
+    let addr = silent.local_addr().unwrap();
+    let mut queued = Vec::new();
+    for _ in 0..4 {
+        let socket = isolation.socket_for(addr).unwrap();
+        if let Ok(Ok(c)) = tokio::time::timeout(std::time::Duration::from_millis(300), socket.connect(addr)).await {
+            queued.push(c);
+        }
+    }
+    let to_silent = Forwarder::start("127.0.0.1:0".parse().unwrap(), addr, isolation.clone()).unwrap();
+    let api_port: u16 = cluster.server.rsplit(':').next().unwrap().parse().unwrap();
+    let api = SocketAddr::from((Ipv4Addr::LOCALHOST, api_port));
+    let to_api = Forwarder::start("127.0.0.1:0".parse().unwrap(), api, isolation.clone()).unwrap();
+
+    let waiting = tokio::net::TcpStream::connect(to_silent.listen).await.unwrap();
+    // (Its other half starts connecting.)
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let mut other = tokio::net::TcpStream::connect(to_api.listen).await.unwrap();
+    other.write_all(b"GET /livez HTTP/1.0\r\n\r\n").await.unwrap();
+    let mut answer = Vec::new();
+    other.read_to_end(&mut answer).await.unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.0 400"), "the API server's answer to plain HTTP: {answer}");
+    // Answered while the first connection still waits for its other half: open, silent.
+    let mut byte = [0u8; 1];
+    let pending = waiting.try_read(&mut byte);
+    assert!(
+        matches!(&pending, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "the first connection still waits: {pending:?}"
+    );
+    drop(queued);
 }

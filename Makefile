@@ -201,12 +201,12 @@ undeploy: build
 run: build
 	$(OPERATOR) run --api-version $(API_VERSION) --model-gateway-image $(IMG) $(RUN_ARGS)
 
-## cluster: a local cluster with fake GPU nodes and a real node (REAL_NODES), until Ctrl-C
-#   etcd, kube-apiserver, controller manager, scheduler, kwok CPU and GPU nodes, a real node
+## cluster: a local cluster with fake GPU nodes and two real nodes (REAL_NODES), until Ctrl-C
+#   etcd, kube-apiserver, controller manager, scheduler, kwok CPU and GPU nodes, real nodes
 #   with cluster DNS and a registry, in namespaces of its own, reached on 127.0.0.1; writes
 #   an admin kubeconfig to target/local-cluster.kubeconfig and the registry's address to
 #   target/local-cluster.registry
-REAL_NODES ?= 1
+REAL_NODES ?= 2
 cluster: static
 	scripts/install-test-deps.sh
 	scripts/test-models.sh smollm2
@@ -252,8 +252,9 @@ bench-gateway: static
 	PATH="$(CURDIR)/target/tools/bin:$$PATH" $(CARGO) bench -p model-orchestra-operator --bench gateway
 
 ## bench-faults: requests lost under a steady load through the model gateway while a
-#   gateway pod, an application pod, a rolling update, the operator's restart, a drain and
-#   a node's loss happen (two real nodes)
+#   gateway pod, an application pod, a rolling update, a model added (its pull stalled) and
+#   removed, a promotion, the operator's and the API server's restarts, a node's loss and a
+#   drain happen (two real nodes); BENCH_FAULTS_PHASES=node-stop,drain runs some of them
 bench-faults: static
 	scripts/install-test-deps.sh
 	$(CARGO) build --release -p model-orchestra-operator --bins --bench faults

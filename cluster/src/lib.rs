@@ -178,6 +178,8 @@ pub struct Cluster {
     forwarders: Mutex<Vec<Forwarder>>,
     /// Stopped last: the holder kills what is left (pods, shims) and removes the cgroups.
     isolation: Arc<Isolation>,
+    /// The API server's program and arguments, to start it again the same way.
+    api_server_command: (std::ffi::OsString, Vec<std::ffi::OsString>),
 }
 
 const START_TIMEOUT: Duration = Duration::from_secs(90);
@@ -319,6 +321,8 @@ impl Cluster {
             apiserver.arg(format!("--default-not-ready-toleration-seconds={seconds}"));
             apiserver.arg(format!("--default-unreachable-toleration-seconds={seconds}"));
         }
+        let api_server_command =
+            (apiserver.get_program().to_owned(), apiserver.get_args().map(|a| a.to_owned()).collect());
         processes.push(("kube-apiserver".to_string(), spawn_logged(apiserver, &logs, "kube-apiserver")?));
         let host = SocketAddr::from((Ipv4Addr::LOCALHOST, api_port));
         forwarders.push(
@@ -426,6 +430,7 @@ impl Cluster {
             provisioner: Mutex::new(Some(provisioner)),
             forwarders: Mutex::new(forwarders),
             isolation,
+            api_server_command,
         };
         cluster.create_nodes(&client).await?;
         cluster.wait_schedulable(&client).await?;
@@ -535,6 +540,24 @@ impl Cluster {
         started?;
         let client = self.client().await?;
         self.wait_nodes_schedulable(&client, &[name.to_string()]).await
+    }
+
+    /// Restarts the API server as an upgrade of the control plane does: told to stop
+    /// (SIGTERM, up to 5 s), then started again with the same flags on the same port and
+    /// etcd. Returns once it is ready. Meanwhile every client's requests and watches fail;
+    /// what is running (pods, kube-proxy's rules) goes on. Its log goes on in the same file.
+    pub async fn restart_api_server(&self) -> Result<(), Error> {
+        let logs = self.dir.join("logs");
+        {
+            let mut processes = self.processes.lock().expect("processes lock");
+            let at = processes.iter().position(|(name, _)| name == "kube-apiserver").expect("an API server");
+            processes[at].1.stop(Duration::from_secs(5));
+            let (program, args) = &self.api_server_command;
+            let mut command = self.isolation.command(program);
+            command.args(args);
+            processes[at].1 = spawn_logged_appending(command, &logs, "kube-apiserver")?;
+        }
+        wait_ready(&self.client().await?, &logs).await
     }
 
     /// The memory a real node's processes and pods use (its cgroup), in bytes.
@@ -713,9 +736,20 @@ fn temp_dir() -> Result<PathBuf, Error> {
 }
 
 /// Spawns a component with stdout and stderr in `logs/<name>.log`.
-pub(crate) fn spawn_logged(mut command: Command, logs: &Path, name: &str) -> Result<Supervised, Error> {
+pub(crate) fn spawn_logged(command: Command, logs: &Path, name: &str) -> Result<Supervised, Error> {
     let path = logs.join(format!("{name}.log"));
     let log = std::fs::File::create(&path).map_err(|e| Error::io(&path, e))?;
+    spawn_with_log(command, log, path, name)
+}
+
+/// [`spawn_logged`] for a program started again: its log goes on after the last run's.
+fn spawn_logged_appending(command: Command, logs: &Path, name: &str) -> Result<Supervised, Error> {
+    let path = logs.join(format!("{name}.log"));
+    let log = std::fs::OpenOptions::new().append(true).create(true).open(&path).map_err(|e| Error::io(&path, e))?;
+    spawn_with_log(command, log, path, name)
+}
+
+fn spawn_with_log(mut command: Command, log: std::fs::File, path: PathBuf, name: &str) -> Result<Supervised, Error> {
     let log2 = log.try_clone().map_err(|e| Error::io(&path, e))?;
     command.stdin(Stdio::null()).stdout(log).stderr(log2);
     process::spawn(command).map_err(|e| Error::Start {

@@ -24,8 +24,9 @@ struct Cli {
     #[arg(long, default_value = "target/local-cluster.registry")]
     registry_file: PathBuf,
     /// Real nodes (0 to 16) beside kwok's fake ones: `real-0`, `real-1`, … (each its own
-    /// containerd and kubelet; pods of the real namespaces spread over them).
-    #[arg(long, default_value_t = 1)]
+    /// containerd and kubelet; pods of the real namespaces spread over them). Two by default:
+    /// what a drain or a lost node does to a stack shows only on two.
+    #[arg(long, default_value_t = 2)]
     real_nodes: usize,
     /// Namespaces (created if missing) whose pods run on the real node; others' run on kwok's.
     #[arg(long = "real-namespace", default_values_t = ["model-orchestra-system".to_string(), "models".to_string()])]
@@ -82,7 +83,14 @@ fn main() -> anyhow::Result<()> {
             .iter()
             .filter_map(|n| n.gpus.as_ref().map(|(p, c)| format!("{} ({c} × {p})", n.name)))
             .collect();
-        println!("cluster {} is up: {} nodes, GPU nodes {}", cluster.server, cluster.nodes.len(), gpu_nodes.join(", "));
+        println!(
+            "cluster {} is up: {} nodes ({} real, {} kwok's), GPU nodes {}",
+            cluster.server,
+            cluster.nodes.len() + cluster.real_nodes.len(),
+            cluster.real_nodes.len(),
+            cluster.nodes.len(),
+            gpu_nodes.join(", ")
+        );
         println!(
             "  export KUBECONFIG={}",
             std::fs::canonicalize(&cli.kubeconfig).unwrap_or(cli.kubeconfig.clone()).display()

@@ -1,6 +1,7 @@
 //! Two real nodes: pods on different nodes reach each other and a Service over both; a node
 //! that stops (its kubelet, runtime and pods killed at once) goes NotReady and its pods are
-//! evicted and run again on the other, and it comes back; `kubectl drain` empties a node.
+//! evicted and run again on the other, and it comes back; `kubectl drain` empties a node; the
+//! API server restarts without losing anything.
 //! One cluster of two real nodes for these tests, which take turns: each changes or needs
 //! both nodes.
 
@@ -192,4 +193,27 @@ async fn kubectl_drain_moves_a_real_nodes_pods_to_the_other_and_uncordon_takes_p
     kubectl(cluster, &["uncordon", "real-1"]);
     let uncordoned = nodes.get("real-1").await.unwrap();
     assert_ne!(uncordoned.spec.and_then(|s| s.unschedulable), Some(true));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_server_restarted_keeps_every_object_and_a_client_made_before_works_after() {
+    init();
+    let cluster = cluster();
+    let _turn = turn().await;
+    let pods = real_namespace(cluster, "api-restart").await;
+    web(cluster, "api-restart", 1).await;
+    let (pod, _, _) =
+        eventually("the web pod is Ready", || async { ready_web_pods(&pods).await.into_iter().next() }).await;
+    let api_server_pid = || cluster.pids().into_iter().find(|(name, _)| name == "kube-apiserver").map(|(_, pid)| pid);
+    let before = api_server_pid().expect("an API server");
+
+    cluster.restart_api_server().await.unwrap_or_else(|e| panic!("{e}"));
+
+    assert_ne!(api_server_pid(), Some(before), "a new API server process");
+    // The client made before the restart (`pods`) reaches the new one; etcd kept the pod,
+    // and its kubelet kept it running.
+    let after = eventually("the pod read again", || async { pods.get(&pod).await.ok() }).await;
+    assert!(after.metadata.deletion_timestamp.is_none(), "{pod} kept");
+    let still = eventually("the web pod is still Ready", || async { ready_web_pods(&pods).await.into_iter().next() });
+    assert_eq!(still.await.0, pod);
 }

@@ -1,6 +1,7 @@
 //! How an application's replicas stop (`v1alpha2`): an Ollama replica serves on, out of its
 //! Service, before Ollama is told to stop (which cuts what it holds), and an application that may run more than one replica has a
-//! PodDisruptionBudget, so a drain takes its replicas one at a time.
+//! PodDisruptionBudget, so a drain takes its replicas one at a time; its replicas spread over
+//! nodes where the scheduler can, so a node lost takes one of them.
 
 use model_orchestra_api::kinds::Kind;
 use serde_json::{json, Value};
@@ -79,4 +80,16 @@ fn the_frozen_v1alpha1_contract_renders_no_disruption_budget() {
     let objects =
         render(&cr("applications:\n  chat:\n    readerConfig: {modelName: org/model}\n    replicaCount: 2\n"));
     assert!(!objects.iter().any(|o| o.kind == Kind::PodDisruptionBudget));
+}
+
+#[test]
+fn an_ollama_applications_replicas_spread_over_nodes_where_the_scheduler_can() {
+    let objects = render_v1alpha2(&ollama("    replicaCount: 2\n"));
+    let deployment = find(&objects, Kind::Deployment, DEPLOYMENT);
+    let spread = &deployment["spec"]["template"]["spec"]["topologySpreadConstraints"];
+    assert_eq!(spread.as_array().map(Vec::len), Some(1), "{spread}");
+    assert_eq!(spread[0]["topologyKey"], "kubernetes.io/hostname");
+    assert_eq!(spread[0]["maxSkew"], 1);
+    assert_eq!(spread[0]["whenUnsatisfiable"], "ScheduleAnyway", "a one-node cluster still runs every replica");
+    assert_eq!(spread[0]["labelSelector"], deployment["spec"]["selector"], "its own replicas only");
 }

@@ -145,6 +145,40 @@ fn written_cache_enabled(app: &ApplicationModel, written: &Values) -> bool {
     own.and_then(|c| c.enabled).or_else(|| template.and_then(|c| c.enabled)).unwrap_or(false)
 }
 
+/// An application that names neither an engine nor a model beside applications of an open
+/// engine: it would run Takeoff with the chart's default model, and a stack that is not all
+/// Ollama loses its model gateway (Takeoff's gateway, which routes none of the open engines,
+/// takes its place). Almost always a misspelt key: a merge patch to
+/// `spec.applications.<typo>` adds an application. Refused, so that nothing already serving
+/// is replaced; the error names the application most likely meant.
+pub(super) fn unnamed_beside_open_engines(m: &crate::model::Model, out: &mut Vec<InputError>) {
+    let open: Vec<&str> =
+        m.applications.iter().filter(|a| matches!(a.engine, EngineModel::Ollama(_))).map(|a| a.key.as_str()).collect();
+    if open.is_empty() {
+        return;
+    }
+    let unnamed = m.applications.iter().filter(|a| a.engine == EngineModel::Takeoff && !model_named(a, &m.written));
+    for app in unnamed {
+        let meant = open
+            .iter()
+            .map(|o| (strsim::levenshtein(o, &app.key), *o))
+            .filter(|(distance, _)| *distance <= 3)
+            .min()
+            .map(|(_, o)| o);
+        let fix = match meant {
+            Some(o) => format!("did you mean `{o}`? Move these fields under spec.applications.{o} and remove this key"),
+            None => "name its engine (engine.ollama.models) or its model (readerConfig.modelName)".to_string(),
+        };
+        out.push(InputError::new(
+            app.origin.own.clone(),
+            format!(
+                "names neither an engine nor a model, so it would run Takeoff with the chart's default model and                  replace the model gateway of {} with Takeoff's gateway, which does not route them; {fix}",
+                open.join(", ")
+            ),
+        ));
+    }
+}
+
 /// What a group or an Ollama application is legal with but almost certainly wrong.
 pub(super) fn warnings(app: &ApplicationModel, out: &mut Vec<InputError>) {
     if let EngineModel::Ollama(o) = &app.engine {

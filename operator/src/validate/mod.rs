@@ -61,6 +61,7 @@ pub(crate) fn model(m: &Model) -> Findings {
         engine::errors(app, &m.written, &mut errors);
         engine::sleep_errors(app, m.has_model_gateway(), &mut errors);
     }
+    engine::unnamed_beside_open_engines(m, &mut errors);
     // One error per field: a field both checks reach is reported once.
     let mut seen = std::collections::HashSet::new();
     errors.retain(|e| seen.insert(e.field.clone()));

@@ -108,3 +108,25 @@ fn the_model_gateways_default_image_is_the_operator_of_this_version() {
     let want = format!("ghcr.io/titanml/model-orchestra-operator:v{}", env!("CARGO_PKG_VERSION"));
     assert_eq!(values["modelGateway"]["image"].as_str(), Some(want.as_str()));
 }
+
+#[test]
+fn an_application_naming_neither_engine_nor_model_beside_ollama_ones_is_refused_naming_the_one_meant() {
+    // `kubectl patch --type merge` of `assistnt` for `assistant`: the patch adds an application.
+    let typo = "    assistnt:\n      sleep: {enabled: true, idleSeconds: 30}\n";
+    let yaml = cr_v1alpha2(&format!("{}{typo}", spec(&[ollama("assistant", "")])));
+    let Err(RenderError::Input(errors)) = try_render_v1alpha2(&yaml) else { panic!("rendered") };
+    let e = errors.errors().iter().find(|e| e.field == "spec.applications.assistnt").expect("the misspelt key");
+    assert!(e.message.contains("did you mean `assistant`?"), "{}", e.message);
+    assert!(e.message.contains("model gateway"), "says what it would replace: {}", e.message);
+}
+
+#[test]
+fn a_takeoff_application_naming_its_model_beside_an_ollama_one_is_not_taken_for_a_typo() {
+    let takeoff = "    readers:\n      readerConfig: {modelName: org/model}\n";
+    let yaml = cr_v1alpha2(&format!("{}{takeoff}", spec(&[ollama("chat", "")])));
+    let refused = match try_render_v1alpha2(&yaml) {
+        Err(RenderError::Input(errors)) => errors.errors().iter().map(|e| e.field.clone()).collect(),
+        _ => Vec::new(),
+    };
+    assert!(!refused.contains(&"spec.applications.readers".to_string()), "{refused:?}");
+}

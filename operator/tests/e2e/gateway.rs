@@ -447,7 +447,7 @@ fn load(
         while !stopped.load(std::sync::atomic::Ordering::SeqCst) {
             match ask_whole(&client, addr, "smollm2:135m", streamed).await {
                 Ok(()) => tally.answered += 1,
-                Err(e) => tally.failed.push(e),
+                Err(e) => tally.failed.push(if e.unsent { format!("never sent: {}", e.said) } else { e.said }),
             }
             streamed = !streamed;
         }

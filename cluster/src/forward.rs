@@ -44,15 +44,9 @@ impl Forwarder {
 }
 
 async fn relay(mut outside: TcpStream, target: SocketAddr, isolation: Arc<Isolation>) -> std::io::Result<()> {
-    // The socket is made by the thread that lives in the namespace (microseconds); the
-    // connect runs here, so a connect to an address that no longer answers (a Service's
+    // Not on the namespace's thread: a connect to an address that no longer answers (a Service's
     // endpoint on a node that is gone) delays only its own connection.
-    let socket = tokio::task::spawn_blocking(move || isolation.socket_for(target))
-        .await
-        .map_err(|_| std::io::Error::other("the socket's task panicked"))??;
-    let mut inside = tokio::time::timeout(CONNECT_TIMEOUT, socket.connect(target))
-        .await
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, format!("connect to {target}")))??;
+    let mut inside = isolation.connect_async(target, CONNECT_TIMEOUT).await?;
     outside.set_nodelay(true)?;
     inside.set_nodelay(true)?;
     tokio::io::copy_bidirectional(&mut outside, &mut inside).await?;

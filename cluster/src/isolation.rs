@@ -26,7 +26,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::Error;
@@ -267,6 +267,23 @@ impl Isolation {
         let (tx, rx) = mpsc::channel();
         self.send(Request::Socket(addr, tx))?;
         rx.recv().map_err(|_| gone())?
+    }
+
+    /// A TCP connection made from inside the network namespace without holding up the
+    /// namespace's thread: the socket is made there ([`Isolation::socket_for`]), the
+    /// connect runs on the caller's runtime and gives up after `within`.
+    pub async fn connect_async(
+        self: &Arc<Self>,
+        addr: SocketAddr,
+        within: Duration,
+    ) -> std::io::Result<tokio::net::TcpStream> {
+        let isolation = self.clone();
+        let socket = tokio::task::spawn_blocking(move || isolation.socket_for(addr))
+            .await
+            .map_err(|_| std::io::Error::other("the socket's task panicked"))??;
+        tokio::time::timeout(within, socket.connect(addr))
+            .await
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, format!("connect to {addr}")))?
     }
 
     /// A listener bound inside the network namespace (e.g. a stand-in for a pod address).

@@ -192,18 +192,14 @@ async fn bench() {
             json!([{"name": SMOLLM2.name}, {"name": GEMMA3.name}]);
         apply(&client, &cr).await;
         wait_status(&client, "gemma3's stalled pull failed", |st| {
-            let models = st["applications"]["chat"]["models"].as_array().cloned().unwrap_or_default();
-            models.iter().any(|m| {
-                m["name"] == GEMMA3.name
-                    && m["phase"] == "Failed"
-                    && m["message"].as_str().is_some_and(|t| t.contains("no progress"))
+            model_status(st, GEMMA3.name).is_some_and(|m| {
+                m["phase"] == "Failed" && m["message"].as_str().is_some_and(|t| t.contains("no progress"))
             })
         })
         .await;
         blobs.faults.stall(false);
         wait_status(&client, "gemma3 pulled into both replicas", |st| {
-            let models = st["applications"]["chat"]["models"].as_array().cloned().unwrap_or_default();
-            models.iter().any(|m| m["name"] == GEMMA3.name && m["phase"] == "Ready" && m["replicas"] == "2/2")
+            model_status(st, GEMMA3.name).is_some_and(|m| m["phase"] == "Ready" && m["replicas"] == "2/2")
         })
         .await;
         tokio::time::sleep(QUIET).await;
@@ -214,11 +210,7 @@ async fn bench() {
         let began = Instant::now();
         cr["spec"]["applications"]["chat"]["engine"]["ollama"]["models"] = json!([{"name": SMOLLM2.name}]);
         apply(&client, &cr).await;
-        wait_status(&client, "gemma3 deleted from the replicas", |st| {
-            let models = st["applications"]["chat"]["models"].as_array().cloned().unwrap_or_default();
-            !models.iter().any(|m| m["name"] == GEMMA3.name)
-        })
-        .await;
+        wait_status(&client, "gemma3 deleted from the replicas", |st| model_status(st, GEMMA3.name).is_none()).await;
         tokio::time::sleep(QUIET).await;
         phases.push(("a model removed (deleted, no pod restarted)", began, Instant::now()));
     }
@@ -382,6 +374,11 @@ async fn delete_one(pods: &Api<Pod>, client: &kube::Client, component: &str) {
     wait_serving(client, 2, 2).await;
 }
 
+/// The status of the application's model `name`, when the status lists it.
+fn model_status<'a>(status: &'a Value, name: &str) -> Option<&'a Value> {
+    status["applications"]["chat"]["models"].as_array()?.iter().find(|m| m["name"] == name)
+}
+
 /// Until the CR's status, at its current generation, satisfies `done`.
 async fn wait_status(client: &kube::Client, what: &str, done: impl Fn(&Value) -> bool) {
     let mos: Api<DynamicObject> =
@@ -508,10 +505,7 @@ impl tower_service::Service<http::Uri> for InsideConnector {
         Box::pin(async move {
             let authority = uri.authority().map(|a| a.as_str().to_string()).unwrap_or_default();
             let addr: SocketAddr = authority.parse().map_err(std::io::Error::other)?;
-            let socket = tokio::task::spawn_blocking(move || isolation.socket_for(addr)).await??;
-            let stream = tokio::time::timeout(CONNECT_TIMEOUT, socket.connect(addr))
-                .await
-                .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, format!("connect to {addr}")))??;
+            let stream = isolation.connect_async(addr, CONNECT_TIMEOUT).await?;
             stream.set_nodelay(true)?;
             Ok(hyper_util::rt::TokioIo::new(stream))
         })

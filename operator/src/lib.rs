@@ -13,6 +13,7 @@
 pub mod chart;
 pub mod controller;
 pub mod diff;
+pub mod drain;
 pub mod error;
 pub mod gateway;
 pub mod model;

@@ -105,10 +105,15 @@ enum Command {
     /// Serve the model gateway of a ModelOrchestra (in its pod): route OpenAI's and Ollama's
     /// APIs by model, wake sleeping applications, put idle ones to sleep.
     Gateway(Box<gateway_cmd::GatewayArgs>),
+    /// Serve `GET /wait-idle` beside an engine (in its pod), answered once nothing is
+    /// connected to the engine's port: an Ollama replica's `preStop` hook, since Ollama cuts
+    /// what it serves when told to stop.
+    DrainHelper(drain_cmd::DrainHelperArgs),
 }
 
 mod api;
 mod diff_cmd;
+mod drain_cmd;
 mod gateway_cmd;
 mod run;
 
@@ -139,6 +144,7 @@ fn execute(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Run(args) => run::run(*args)?,
         Command::Gateway(args) => gateway_cmd::gateway(*args)?,
+        Command::DrainHelper(args) => drain_cmd::drain_helper(args)?,
         Command::Crd => print!("{}", model_orchestra_api::crd::crd_yaml()),
         Command::Rbac { name } => print!("{}", model_orchestra_api::deploy::rbac::cluster_role_yaml(&name)),
         Command::ServeApi(args) => api::serve(*args)?,

@@ -18,13 +18,19 @@ pub const PORT: i32 = 8080;
 /// The gateway's replicas: every request of the stack passes through it, so no one pod,
 /// node or rollout may take the stack down. Two, spread over nodes where there are several,
 /// with a PodDisruptionBudget that keeps one serving through a drain. Not a field:
-/// `v1alpha2` is frozen since 1.0.0 (see `chart::ollama::DRAIN_SECONDS` for why); each
+/// `v1alpha2` is frozen since 1.0.0 (see `chart::ollama::DRAIN_AT_MOST_SECONDS` for why); each
 /// replica costs one small process (its memory is in the book's Benchmarks).
 pub const REPLICAS: i32 = 2;
 
+/// How long a gateway told to stop goes on accepting connections: the time the endpoints
+/// controller and every node's kube-proxy take to stop sending new ones once the pod is
+/// terminating (well under a second on an idle cluster; seconds on a loaded one).
+pub const LEAVE_ENDPOINTS_SECONDS: u64 = 10;
+
 /// The gateway pod's grace period: a gateway told to stop leaves the Service's endpoints,
-/// then answers what it holds (`gateway::stop`'s two phases fit within it).
-pub const TERMINATION_GRACE_SECONDS: u64 = 40;
+/// then answers what it holds (up to [`super::ANSWER_GRACE_SECONDS`]), and a margin for the
+/// process to end before the kubelet kills it.
+pub const TERMINATION_GRACE_SECONDS: u64 = LEAVE_ENDPOINTS_SECONDS + super::ANSWER_GRACE_SECONDS + 5;
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -5,16 +5,19 @@
 //! a readiness gate ([`MODELS_READY_CONDITION`]) keeps a replica out of its Service until
 //! every listed model is there. Adding or removing a model restarts nothing.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::core::v1::{
-    EmptyDirVolumeSource, EnvVar, HTTPGetAction, Lifecycle, LifecycleHandler, PodReadinessGate, Probe, SleepAction,
-    Volume, VolumeMount,
+    Container, ContainerPort, EmptyDirVolumeSource, EnvVar, HTTPGetAction, Lifecycle, LifecycleHandler,
+    PodReadinessGate, Probe, ResourceRequirements, SecurityContext, Volume, VolumeMount,
 };
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Serialize;
 
 use super::names::Meta;
 use super::MODELS_DIR;
-use crate::model::{ApplicationModel, OllamaSettings};
+use crate::model::{ApplicationModel, ModelGatewaySettings, OllamaSettings};
 
 /// The pod condition the operator sets once every listed model is present in the pod (a
 /// readiness gate of the application's pods).
@@ -31,16 +34,24 @@ pub use model_orchestra_api::keys::MODELS_ANNOTATION;
 const HOME: &str = "/home/ollama";
 /// Scratch space (Ollama's temporary files): a volume, for the same reason.
 const TMP: &str = "/tmp";
-/// How long a replica told to stop (a rollout, a scale-down, a drain, a promotion's
-/// handover, sleep) goes on serving, out of its Service, before Ollama is stopped: Ollama
-/// cuts every connection it holds when stopped, so the answers in flight get this long to
-/// finish. Not a field: `v1alpha2` is frozen since 1.0.0 (a field added to it would be
-/// pruned from stored CRs whenever a bundle carrying 1.0.0's CRD is installed); the next
-/// API version makes it one.
-pub(crate) const DRAIN_SECONDS: i64 = 20;
+/// The longest a stopping replica drains: Ollama cuts every connection it holds when
+/// stopped, so a replica told to stop (a rollout, a scale-down, a drain, a promotion's
+/// handover, sleep) goes on serving, out of its Service, until nothing is connected to it
+/// (the drain helper's `/wait-idle`, see `crate::drain`), at least
+/// [`DRAIN_AT_LEAST_SECONDS`] and at most this. Not a field: `v1alpha2` is frozen since
+/// 1.0.0 (a field added to it would be pruned from stored CRs whenever a bundle carrying
+/// 1.0.0's CRD is installed); the next API version makes it one.
+pub(crate) const DRAIN_AT_MOST_SECONDS: i64 = crate::chart::ANSWER_GRACE_SECONDS as i64;
+/// The shortest drain: while the pod leaves its Service's endpoints, kube-proxy may still
+/// send it new connections (the model gateway sends again one refused before it is open).
+pub(crate) const DRAIN_AT_LEAST_SECONDS: i64 = 5;
 /// What a stopping replica's grace period gives Ollama beyond its drain: it exits at once
 /// on SIGTERM (it closes its server and kills its runners), this is a margin.
 const STOP_MARGIN_SECONDS: i64 = 5;
+/// The drain helper's port (`model-orchestra-operator drain-helper`, a container beside
+/// Ollama's, from the model gateway's image, which is the operator's): the kubelet asks it
+/// `GET /wait-idle` as Ollama's `preStop` hook. Another when Ollama's port is this one.
+const HELPER_PORT: i32 = 9080;
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -53,8 +64,10 @@ pub(super) struct OllamaContext {
     readiness_gates: Vec<PodReadinessGate>,
     volume_mounts: Vec<VolumeMount>,
     volumes: Vec<Volume>,
-    /// The drain: a `preStop` sleep of [`DRAIN_SECONDS`].
+    /// The drain: a `preStop` hook that waits until no connection is open.
     lifecycle: Lifecycle,
+    /// The drain helper's container.
+    drain_helper: Container,
     termination_grace_period_seconds: i64,
     /// The application's Service (the candidate's own, for a candidate).
     service: Meta,
@@ -69,6 +82,8 @@ pub(super) struct OllamaBase<'b> {
     /// The user's env (own, then template's).
     pub(super) env: Vec<EnvVar>,
     pub(super) models_volume: Option<&'b Volume>,
+    /// The drain helper's image: the model gateway's, which is the operator's.
+    pub(super) helper: &'b ModelGatewaySettings,
 }
 
 /// The Ollama context of an application (or of its candidate).
@@ -115,6 +130,34 @@ pub(super) fn ollama(app: &ApplicationModel, o: &OllamaSettings, base: OllamaBas
         .chain(app.pod.volume_mounts.iter().cloned())
         .collect();
     let volumes: Vec<Volume> = [models, home, tmp].into_iter().chain(app.pod.volumes.iter().cloned()).collect();
+    let helper_port = if o.port == HELPER_PORT { HELPER_PORT + 1 } else { HELPER_PORT };
+    let drain_helper = Container {
+        name: "drain-helper".into(),
+        image: Some(base.helper.image.clone()),
+        args: Some(vec![
+            "drain-helper".into(),
+            format!("--engine-port={}", o.port),
+            format!("--port={helper_port}"),
+            format!("--at-least={DRAIN_AT_LEAST_SECONDS}"),
+            format!("--at-most={DRAIN_AT_MOST_SECONDS}"),
+        ]),
+        ports: Some(vec![ContainerPort {
+            name: Some("drain".into()),
+            container_port: helper_port,
+            ..Default::default()
+        }]),
+        // An idle process that reads two small files a few times a second while a pod stops.
+        resources: Some(ResourceRequirements {
+            requests: Some(BTreeMap::from([
+                ("cpu".to_string(), Quantity("5m".into())),
+                ("memory".to_string(), Quantity("16Mi".into())),
+            ])),
+            limits: Some(BTreeMap::from([("memory".to_string(), Quantity("64Mi".into()))])),
+            ..Default::default()
+        }),
+        security_context: Some(app.pod.security_context.clone()).filter(|s| *s != SecurityContext::default()),
+        ..Default::default()
+    };
     OllamaContext {
         image: o.image.clone(),
         port: o.port,
@@ -128,16 +171,22 @@ pub(super) fn ollama(app: &ApplicationModel, o: &OllamaSettings, base: OllamaBas
         // Ollama stops serving the moment it is told to stop (SIGTERM closes its server,
         // requests in flight included). The kubelet runs the preStop hook first, while the
         // pod leaves its Service's endpoints: the replica gets no new connection (the model
-        // gateway opens one per request) and answers what it holds. A sleep action needs
-        // nothing in the image.
+        // gateway opens one per request) and answers what it holds until nothing is open.
         lifecycle: Lifecycle {
             pre_stop: Some(LifecycleHandler {
-                sleep: Some(SleepAction { seconds: DRAIN_SECONDS }),
+                // By number: the kubelet resolves a named port among the hook's own
+                // container's ports, and the helper's is the helper's.
+                http_get: Some(HTTPGetAction {
+                    path: Some("/wait-idle".into()),
+                    port: IntOrString::Int(helper_port),
+                    ..Default::default()
+                }),
                 ..Default::default()
             }),
             ..Default::default()
         },
-        termination_grace_period_seconds: DRAIN_SECONDS + STOP_MARGIN_SECONDS,
+        drain_helper,
+        termination_grace_period_seconds: DRAIN_AT_MOST_SECONDS + STOP_MARGIN_SECONDS,
         service: base.service,
         models: o.models.clone(),
     }

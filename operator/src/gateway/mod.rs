@@ -116,14 +116,11 @@ pub async fn run(client: kube::Client, options: GatewayOptions) -> std::io::Resu
     Ok(())
 }
 
-/// How long a gateway told to stop goes on accepting connections: the time the endpoints
-/// controller and every node's kube-proxy take to stop sending new ones once the pod is
-/// terminating (well under a second on an idle cluster; seconds on a loaded one).
-const LEAVE_ENDPOINTS: Duration = Duration::from_secs(10);
-/// The longest the requests in flight are then waited for: the rest of the pod's grace
-/// period but 5 s, for the process to end before the kubelet kills it.
-const DRAIN: Duration =
-    Duration::from_secs(crate::chart::model_gateway::TERMINATION_GRACE_SECONDS - LEAVE_ENDPOINTS.as_secs() - 5);
+/// How long a gateway told to stop goes on accepting connections (see the chart's).
+const LEAVE_ENDPOINTS: Duration = Duration::from_secs(crate::chart::model_gateway::LEAVE_ENDPOINTS_SECONDS);
+/// The longest the requests in flight are then waited for: the answers' grace, which the
+/// pod's grace period holds with a margin.
+const DRAIN: Duration = Duration::from_secs(crate::chart::ANSWER_GRACE_SECONDS);
 
 /// SIGTERM (Kubernetes stopping the pod) or Ctrl-C.
 async fn stopped() {

@@ -215,7 +215,7 @@ impl Gateway {
         // No connection is kept for another request: each opens its own through the
         // application's Service, so kube-proxy chooses the replica for every request. A
         // kept one would stay with its replica after the replica left the Service (while it
-        // drains, see `chart::ollama::DRAIN_SECONDS`) and carry a new request there until
+        // drains, see `crate::drain`) and carry a new request there until
         // Ollama stops and cuts it. An in-cluster connect costs well under a millisecond.
         let client = Client::builder(hyper_util::rt::TokioExecutor::new()).pool_max_idle_per_host(0).build(connector);
         Gateway {

@@ -528,3 +528,45 @@ async fn a_rolling_update_under_load_loses_no_request_through_the_gateway() {
     eprintln!("rollout under load: {retries} sent again");
     load.await.unwrap().assert_nothing_lost("rollout under load");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_told_to_stop_serves_the_connection_it_holds_and_stops_once_that_closes() {
+    let _pulls = FAULTS.read().await;
+    let (cluster, _operator, _gateway) = serving("gateway_drain", "drain").await;
+    let local = cluster.local.expect("a local cluster");
+    let replicas = cluster.component_pods("drain", "application-chat").await;
+    assert_eq!(replicas.len(), 1);
+    let name = replicas[0].metadata.name.clone().unwrap();
+    let ip = replicas[0].status.as_ref().and_then(|s| s.pod_ip.clone()).expect("the replica's address");
+
+    // A client's connection to the replica, open (idle) when the replica is told to stop.
+    let stream = local.isolation().connect_async(format!("{ip}:11434").parse().unwrap(), WAKE).await.unwrap();
+    let (mut held, connection) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await.unwrap();
+    let connection = tokio::spawn(connection);
+    cluster.pods().delete(&name, &DeleteParams::default()).await.unwrap();
+
+    // Longer than any fixed drain the chart had (20 s): the replica still serves, because
+    // something is connected to it.
+    tokio::time::sleep(Duration::from_secs(25)).await;
+    let stopping = cluster.pods().get(&name).await.expect("the replica is still there");
+    assert!(stopping.metadata.deletion_timestamp.is_some(), "it was told to stop");
+    let request = http::Request::post("/api/generate")
+        .header(http::header::HOST, format!("{ip}:11434"))
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(Full::new(Bytes::from(paris().to_string())))
+        .unwrap();
+    let answer = held.send_request(request).await.expect("answered on the connection it holds");
+    assert_eq!(answer.status(), 200);
+    let body = answer.into_body().collect().await.unwrap().to_bytes();
+    let said: Value = serde_json::from_slice(&body).unwrap();
+    assert!(said["response"].as_str().unwrap_or_default().contains("Paris"), "{said}");
+
+    // Closed: the replica stops then, long before its longest drain (115 s).
+    drop(held);
+    let _ = connection.await;
+    eventually_within(Duration::from_secs(60), "the replica gone once nothing is connected", || async {
+        cluster.pods().get_opt(&name).await.ok()?.is_none().then_some(())
+    })
+    .await;
+}

@@ -1,5 +1,6 @@
 //! How an application's replicas stop (`v1alpha2`): an Ollama replica serves on, out of its
-//! Service, before Ollama is told to stop (which cuts what it holds), and an application that may run more than one replica has a
+//! Service, until nothing is connected to it before Ollama is told to stop (which cuts what
+//! it holds), and an application that may run more than one replica has a
 //! PodDisruptionBudget, so a drain takes its replicas one at a time; its replicas spread over
 //! nodes where the scheduler can, so a node lost takes one of them.
 
@@ -29,10 +30,58 @@ fn budgets(objects: &[model_orchestra::chart::RenderedObject]) -> Vec<&Value> {
 }
 
 #[test]
-fn an_ollama_replica_serves_on_for_twenty_seconds_before_ollama_is_stopped() {
+fn an_ollama_replica_serves_on_until_nothing_is_connected_before_ollama_is_stopped() {
     let spec = pod_spec(&render_v1alpha2(&ollama("")));
-    assert_eq!(spec["containers"][0]["lifecycle"], json!({"preStop": {"sleep": {"seconds": 20}}}));
-    assert_eq!(spec["terminationGracePeriodSeconds"], 25, "the drain, and a margin for Ollama to exit");
+    assert_eq!(
+        spec["containers"][0]["lifecycle"],
+        json!({"preStop": {"httpGet": {"path": "/wait-idle", "port": 9080}}})
+    );
+    assert_eq!(spec["terminationGracePeriodSeconds"], 120, "the longest drain, and a margin for Ollama to exit");
+}
+
+#[test]
+fn the_drain_helper_runs_beside_ollama_from_the_operators_image_watching_ollamas_port() {
+    let spec = pod_spec(&render_v1alpha2(&ollama("")));
+    assert_eq!(spec["containers"][0]["name"], "ollama", "Ollama first: the helper's start holds up nothing");
+    let helper = &spec["containers"][1];
+    assert_eq!(helper["name"], "drain-helper");
+    assert_eq!(helper["image"], spec_of_gateway_image(), "the operator's image, as the model gateway's");
+    assert_eq!(
+        helper["args"],
+        json!(["drain-helper", "--engine-port=11434", "--port=9080", "--at-least=5", "--at-most=115"])
+    );
+    assert_eq!(helper["ports"], json!([{"name": "drain", "containerPort": 9080}]));
+    assert!(spec["initContainers"].is_null(), "nothing before Ollama starts");
+    let objects = render_v1alpha2(&ollama(""));
+    let template = &find(&objects, Kind::Deployment, DEPLOYMENT)["spec"]["template"];
+    assert_eq!(template["metadata"]["annotations"]["kubectl.kubernetes.io/default-container"], "ollama");
+}
+
+#[test]
+fn an_ollama_on_the_helpers_port_moves_the_helper_to_the_next() {
+    let yaml = cr_v1alpha2(
+        "applications:\n  chat:\n    engine:\n      ollama:\n        port: 9080\n        models: [{name: smollm2:135m}]\n",
+    );
+    let spec = pod_spec(&render_v1alpha2(&yaml));
+    assert_eq!(spec["containers"][1]["ports"][0]["containerPort"], 9081);
+    assert_eq!(spec["containers"][0]["lifecycle"]["preStop"]["httpGet"]["port"], 9081);
+    assert_eq!(spec["containers"][1]["args"][1], "--engine-port=9080");
+}
+
+#[test]
+fn the_drain_helper_runs_under_the_applications_container_security_context() {
+    let extra =
+        "    securityContext: {runAsNonRoot: true, allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}\n";
+    let spec = pod_spec(&render_v1alpha2(&ollama(extra)));
+    assert_eq!(spec["containers"][1]["securityContext"], spec["containers"][0]["securityContext"]);
+}
+
+/// The model gateway's image in the chart's defaults.
+fn spec_of_gateway_image() -> Value {
+    let objects = render_v1alpha2(&ollama(""));
+    let gateway =
+        objects.iter().find(|o| o.kind == Kind::Deployment && o.name.ends_with("-gateway")).expect("the model gateway");
+    gateway.object["spec"]["template"]["spec"]["containers"][0]["image"].clone()
 }
 
 #[test]
@@ -40,7 +89,16 @@ fn a_promotion_candidate_drains_as_well() {
     let objects = render_v1alpha2(&ollama("    promotion: {enabled: true}\n"));
     let candidate =
         &find(&objects, Kind::Deployment, "demo-model-orchestra-chat-candidate")["spec"]["template"]["spec"];
-    assert_eq!(candidate["containers"][0]["lifecycle"]["preStop"]["sleep"]["seconds"], 20);
+    assert_eq!(candidate["containers"][0]["lifecycle"]["preStop"]["httpGet"]["path"], "/wait-idle");
+    assert_eq!(candidate["containers"][1]["name"], "drain-helper");
+}
+
+#[test]
+fn a_model_gateway_told_to_stop_gets_as_long_for_its_answers_and_leaving_its_endpoints() {
+    let objects = render_v1alpha2(&ollama(""));
+    let gateway =
+        objects.iter().find(|o| o.kind == Kind::Deployment && o.name.ends_with("-gateway")).expect("the model gateway");
+    assert_eq!(gateway.object["spec"]["template"]["spec"]["terminationGracePeriodSeconds"], 130);
 }
 
 #[test]

@@ -24,6 +24,8 @@ pub(super) struct AppContext<'a> {
     pub(super) gateway_name: &'a str,
     pub(super) namespace: &'a str,
     pub(super) internal_port: i32,
+    /// The model gateway's settings (its image is the operator's), where the contract has one.
+    pub(super) model_gateway: Option<&'a crate::model::ModelGatewaySettings>,
 }
 
 /// Application env precedence: its own, then the template's not already named, then the
@@ -100,7 +102,7 @@ pub(super) fn application_components<'a>(
         return Ok(vec![production]);
     }
     if let EngineModel::Ollama(o) = &app.engine {
-        as_ollama(&mut production, app, o, template_env);
+        as_ollama(ctx, &mut production, app, o, template_env)?;
     }
     if app.promotion.is_none() {
         return Ok(vec![production]);
@@ -110,7 +112,7 @@ pub(super) fn application_components<'a>(
     let mut candidate =
         application_component(ctx, app, template_env, common, app_version, Role::Candidate { group: &group })?;
     if let EngineModel::Ollama(o) = &app.engine {
-        as_ollama(&mut candidate, app, o, template_env);
+        as_ollama(ctx, &mut candidate, app, o, template_env)?;
     }
     production.pod_annotations.insert(REVISION_ANNOTATION.into(), rev.clone());
     candidate.pod_annotations.insert(REVISION_ANNOTATION.into(), rev);
@@ -232,12 +234,19 @@ fn application_component<'a>(
 /// configuration (its checksum would roll pods for nothing), no queue-based scaler (the
 /// gateway's queue is Takeoff's), and Ollama's container, Service and readiness gate.
 fn as_ollama(
+    ctx: &AppContext,
     c: &mut ComponentContext,
     app: &ApplicationModel,
     o: &crate::model::OllamaSettings,
     template_env: &[EnvVar],
-) {
+) -> Result<(), InputError> {
+    // Every contract with Ollama has the model gateway's settings (its chart's values.yaml).
+    let helper = ctx.model_gateway.ok_or_else(|| {
+        InputError::new("spec.modelGateway.image", "an Ollama application's drain needs the operator's image: set it")
+    })?;
     c.pod_annotations.remove(CONFIG_CHECKSUM_ANNOTATION);
+    // `kubectl logs` and `exec` go to Ollama, not to the drain helper beside it.
+    c.pod_annotations.insert("kubectl.kubernetes.io/default-container".into(), "ollama".into());
     c.scaler = None;
     // The chart's default models volume is memory-backed, which would hold every model
     // twice in memory (the file and the loaded weights): a disk one unless the user chose.
@@ -247,12 +256,14 @@ fn as_ollama(
         service: c.meta.clone(),
         env: application_env(&app.own_env, template_env, Vec::new()),
         models_volume: if chose_volume { c.models_volume.as_deref() } else { None },
+        helper,
     };
     c.ollama = Some(crate::chart::ollama::ollama(app, o, base));
     // A candidate keeps its one replica: only the serving revision sleeps.
     if !c.candidate {
         c.idle_seconds = app.sleep.map(|s| s.idle_seconds.to_string());
     }
+    Ok(())
 }
 
 static RECREATE: std::sync::LazyLock<k8s_openapi::api::apps::v1::DeploymentStrategy> = std::sync::LazyLock::new(|| {

@@ -44,6 +44,8 @@ pub(super) struct AppliedState {
     pub(super) held: Vec<Planned>,
     /// Each distributed-llama group, as its root was last gated.
     pub(super) groups: BTreeMap<String, Group>,
+    /// Each cached application's download gate, as applied.
+    pub(super) download_gates: BTreeMap<String, model::Gate>,
     /// The Ollama applications, whose replicas are synced on every reconcile.
     pub(super) ollama: OllamaApps,
     pub(super) at: Instant,
@@ -107,6 +109,19 @@ pub(super) fn since_applied(cr: &Cr, caches: &Caches, pods: &Pods, state: &Appli
         Drift::Same => SinceLastApply::Unchanged(Box::new(state.clone())),
         Drift::CacheBehind => SinceLastApply::CacheBehind,
         Drift::Changed => SinceLastApply::Changed,
+    }
+}
+
+impl AppliedState {
+    /// Each cached application's download, as applied (its Job's revision and model).
+    pub(super) fn cached_models(&self) -> BTreeMap<String, model::CachedModel> {
+        self.objects
+            .iter()
+            .filter_map(|o| match (&o.component, &o.model) {
+                (Component::Application(app), Some(m)) => Some((app.clone(), m.clone())),
+                _ => None,
+            })
+            .collect()
     }
 }
 

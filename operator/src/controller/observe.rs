@@ -23,7 +23,7 @@ use model_orchestra_api::kinds::Kind;
 use model_orchestra_api::v1alpha2::PulledModelStatus;
 
 /// Where each cached application's download stands, and what its pods run on meanwhile.
-fn downloads(
+pub(super) fn downloads(
     ctx: &Context,
     cr: &Cr,
     models: &BTreeMap<String, model::CachedModel>,
@@ -92,22 +92,11 @@ pub(super) fn observe(
     cr: &Cr,
     objects: &[Planned],
     fresh: &BTreeMap<String, Deployment>,
-    refresh: &BTreeMap<String, String>,
+    downloads: BTreeMap<String, Download>,
     groups: &BTreeMap<String, Group>,
     gated_before: &BTreeMap<String, Group>,
 ) -> Observed {
-    let models: BTreeMap<String, model::CachedModel> = objects
-        .iter()
-        .filter_map(|o| match (&o.component, &o.model) {
-            (Component::Application(app), Some(m)) => Some((app.clone(), m.clone())),
-            _ => None,
-        })
-        .collect();
-    let mut observed = Observed {
-        models: downloads(ctx, cr, &models, refresh),
-        refresh: cr.refresh_annotation.clone(),
-        ..Default::default()
-    };
+    let mut observed = Observed { models: downloads, refresh: cr.refresh_annotation.clone(), ..Default::default() };
     for o in objects {
         match (o.kind, &o.component) {
             (Kind::Deployment, component) => {

@@ -30,6 +30,7 @@ use crate::reconcile::admission;
 use crate::reconcile::backoff::Retry;
 use crate::reconcile::gates::{self, Gated, Promotions};
 use crate::reconcile::group::Group;
+use crate::reconcile::model::Download;
 use crate::reconcile::plan::{self, ApplyPlan};
 use crate::reconcile::routing::{self, Route, RoutingFacts};
 use model_orchestra_api::kinds::Kind;
@@ -122,9 +123,9 @@ pub(super) fn error_policy(obj: Arc<CachedCr>, err: &ReconcileError, ctx: Arc<Co
 
 async fn reconcile_routed(cr: &Cr<'_>, ctx: &Context) -> Result<(Action, Changes), ReconcileError> {
     match since_last_apply(cr, ctx) {
-        SinceLastApply::Unchanged(state) => {
+        (SinceLastApply::Unchanged(state), downloads) => {
             let all: Vec<Planned> = state.objects.iter().chain(&state.held).cloned().collect();
-            let mut observed = observe(ctx, cr, &all, &BTreeMap::new(), &state.refresh, &state.groups, &state.groups);
+            let mut observed = observe(ctx, cr, &all, &BTreeMap::new(), downloads, &state.groups, &state.groups);
             observed.pulls = sync_models(ctx, cr, &state.ollama).await;
             observed.warnings = state.warnings.clone();
             observed.promotions = state.promotions.clone();
@@ -133,10 +134,10 @@ async fn reconcile_routed(cr: &Cr<'_>, ctx: &Context) -> Result<(Action, Changes
         }
         // The watch event that brings the cache up to date reconciles again; the requeue
         // covers a lost one.
-        SinceLastApply::CacheBehind => return Ok((Action::requeue(Duration::from_secs(1)), Changes::default())),
-        SinceLastApply::Changed => {}
+        (SinceLastApply::CacheBehind, _) => return Ok((Action::requeue(Duration::from_secs(1)), Changes::default())),
+        (SinceLastApply::Changed, _) => {}
     }
-    let Prepared { plan, refresh, warnings, promotions, groups, ollama } = render_and_plan(cr, ctx)?;
+    let Prepared { plan, refresh, warnings, promotions, groups, ollama, downloads } = render_and_plan(cr, ctx)?;
     served(ctx, &plan).await?;
     let admission = ctx.admission.admission(&cr.namespace);
     if admission == admission::Admission::Open {
@@ -173,7 +174,8 @@ async fn reconcile_routed(cr: &Cr<'_>, ctx: &Context) -> Result<(Action, Changes
     let gated_before = ctx.memory.read(&cr.key, |e| {
         e.and_then(|e| e.applied.as_ref()).map(|a| a.groups.clone()).unwrap_or_else(|| groups.clone())
     });
-    let mut observed = observe(ctx, cr, &all, &deployments, &refresh, &groups, &gated_before);
+    let download_gates = downloads.iter().map(|(app, d)| (app.clone(), d.gate())).collect();
+    let mut observed = observe(ctx, cr, &all, &deployments, downloads, &groups, &gated_before);
     observed.pulls = sync_models(ctx, cr, &ollama).await;
     observed.warnings = warnings.clone();
     observed.promotions = promotions.statuses.clone();
@@ -189,6 +191,7 @@ async fn reconcile_routed(cr: &Cr<'_>, ctx: &Context) -> Result<(Action, Changes
         promotions: promotions.statuses,
         held,
         groups,
+        download_gates,
         ollama,
         at: Instant::now(),
         awaiting_controllers: false,
@@ -200,11 +203,21 @@ async fn reconcile_routed(cr: &Cr<'_>, ctx: &Context) -> Result<(Action, Changes
     Ok((ctx.next_reconcile(&cr.key), changes))
 }
 
-/// Whether the last full apply of the CR still holds (see [`since_applied`]).
-fn since_last_apply(cr: &Cr, ctx: &Context) -> SinceLastApply {
+/// Whether the last full apply of the CR still holds (see [`since_applied`]), and where its
+/// downloads stand now. A download whose gate is no longer the one applied (its Job
+/// completed since) is a change even when no child changed: the Job's completion may have
+/// come with the apply's own answer, so that its version is the one remembered. The
+/// status reports the same reading of the downloads the decision was made on.
+fn since_last_apply(cr: &Cr, ctx: &Context) -> (SinceLastApply, BTreeMap<String, Download>) {
     ctx.memory.read(&cr.key, |e| match e.and_then(|e| e.applied.as_ref()) {
-        Some(state) => since_applied(cr, &ctx.caches, &ctx.pods, state),
-        None => SinceLastApply::Changed,
+        Some(state) => {
+            let downloads = super::observe::downloads(ctx, cr, &state.cached_models(), &state.refresh);
+            let regated = downloads.iter().any(|(app, d)| state.download_gates.get(app) != Some(&d.gate()));
+            let since =
+                if regated { SinceLastApply::Changed } else { since_applied(cr, &ctx.caches, &ctx.pods, state) };
+            (since, downloads)
+        }
+        None => (SinceLastApply::Changed, BTreeMap::new()),
     })
 }
 
@@ -217,6 +230,8 @@ struct Prepared {
     promotions: Promotions,
     groups: BTreeMap<String, Group>,
     ollama: OllamaApps,
+    /// The downloads as the gates saw them.
+    downloads: BTreeMap<String, Download>,
 }
 
 /// Whether the cluster serves every kind the plan holds. A kind the operator does not watch
@@ -269,7 +284,7 @@ fn render_and_plan(cr: &Cr, ctx: &Context) -> Result<Prepared, ReconcileError> {
         retry: cr.retry_annotation.as_deref(),
         now: &now,
     };
-    let Gated { promotions, groups, unverified } = gates::gate(&mut objects, &gated, &Cached { ctx, cr });
+    let Gated { promotions, groups, unverified, downloads } = gates::gate(&mut objects, &gated, &Cached { ctx, cr });
     for app in &unverified {
         ctx.prober.stop(&cr.key, app);
     }
@@ -283,5 +298,5 @@ fn render_and_plan(cr: &Cr, ctx: &Context) -> Result<Prepared, ReconcileError> {
             _ => None,
         })
         .collect();
-    Ok(Prepared { plan, refresh, warnings, promotions, groups, ollama })
+    Ok(Prepared { plan, refresh, warnings, promotions, groups, ollama, downloads })
 }

@@ -75,17 +75,21 @@ pub(crate) struct Gated {
     pub groups: BTreeMap<String, Group>,
     /// Applications no verification runs for (any running one stops).
     pub unverified: Vec<String>,
+    /// Each cached application's download as its gate saw it: the status reports these,
+    /// never a newer read, so it cannot say a model is Ready before the gate that serves it
+    /// was applied.
+    pub downloads: BTreeMap<String, Download>,
 }
 
 /// Shapes the rendered `objects` of `cr` to its downloads, promotions and groups.
 pub(crate) fn gate(objects: &mut Vec<RenderedObject>, cr: &Cr, live: &impl Live) -> Gated {
     let downloads = downloads(&model::cached_models(objects), cr.refresh, cr.previous, live);
     let (promotions, unverified) = promotions(objects, cr, &downloads, live);
-    let gates = downloads.into_iter().map(|(app, d)| (app, d.gate())).collect();
+    let gates = downloads.iter().map(|(app, d)| (app.clone(), d.gate())).collect();
     model::apply_gates(objects, &gates);
     let groups = groups(cr.model, live);
     group::apply_gates(objects, &groups.iter().map(|(app, g)| (app.clone(), g.gate.clone())).collect());
-    Gated { promotions, groups, unverified }
+    Gated { promotions, groups, unverified, downloads }
 }
 
 /// Where each cached application's download stands, and what its pods run on meanwhile.

@@ -3,10 +3,10 @@
 //! network), and when the replica may be told to stop.
 //!
 //! Ollama has no graceful shutdown: SIGTERM closes its server, answers in flight included.
-//! So the replica's `preStop` hook (`model-orchestra-operator wait-idle`, copied into the
-//! pod by an init container: Ollama's image may have no shell) waits, out of the Service,
-//! until nothing is connected, rather than for a fixed time that is too long for an idle
-//! replica and too short for a long answer on a busy machine. The model gateway opens one
+//! So the replica's `preStop` hook (an HTTP GET of the drain helper beside Ollama in the
+//! pod, `model-orchestra-operator drain-helper`) waits, out of the Service, until nothing is
+//! connected, rather than for a fixed time that is too long for an idle replica and too
+//! short for a long answer on a busy machine. The model gateway opens one
 //! connection per request, so an open connection is an answer in flight (or a client's
 //! idle keep-alive connection, which holds the drain up to its bound: nothing on TCP tells
 //! the two apart, and cutting an answer is the worse mistake).

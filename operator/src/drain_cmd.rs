@@ -55,25 +55,15 @@ async fn serve(args: DrainHelperArgs) -> anyhow::Result<()> {
         at_most: Duration::from_secs(args.at_most),
         quiet: QUIET,
     };
+    // First: the kubelet may stop the pod the moment the process starts.
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).context("SIGTERM")?;
     let listen = SocketAddr::from(([0, 0, 0, 0], args.port));
     let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("listening on {listen}"))?;
     let waiting = Arc::new(AtomicUsize::new(0));
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).context("SIGTERM")?;
-    loop {
-        tokio::select! {
-            accepted = listener.accept() => {
-                let Ok((stream, _)) = accepted else { continue };
-                let waiting = waiting.clone();
-                let port = args.engine_port;
-                tokio::spawn(async move {
-                    waiting.fetch_add(1, Ordering::SeqCst);
-                    let _ = answer(stream, port, bounds).await;
-                    waiting.fetch_sub(1, Ordering::SeqCst);
-                });
-            }
-            _ = term.recv() => break,
-        }
-    }
+    // Served until the process ends: Ollama's hook may come just after this container's
+    // SIGTERM.
+    tokio::spawn(accept(listener, waiting.clone(), args.engine_port, bounds));
+    term.recv().await;
     // The pod stops: the kubelet told every container at once, and Ollama's hook is waiting
     // here. Stay for as long as its drain (the same rule, from now), and until it has its
     // answer.
@@ -83,6 +73,19 @@ async fn serve(args: DrainHelperArgs) -> anyhow::Result<()> {
     }
     println!("drain-helper: stopping: {outcome}");
     Ok(())
+}
+
+/// Answers each connection on `listener`, counting those still waiting for their answer.
+async fn accept(listener: tokio::net::TcpListener, waiting: Arc<AtomicUsize>, engine_port: u16, bounds: DrainBounds) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else { continue };
+        let waiting = waiting.clone();
+        waiting.fetch_add(1, Ordering::SeqCst);
+        tokio::spawn(async move {
+            let _ = answer(stream, engine_port, bounds).await;
+            waiting.fetch_sub(1, Ordering::SeqCst);
+        });
+    }
 }
 
 /// Answers one request: `GET /wait-idle` once the engine's port is idle; anything else 404.

@@ -84,6 +84,13 @@ impl Chart {
     /// Makes `image` the model gateway's default image (the operator's own, when it runs
     /// from another registry than the released one). A contract without a model gateway
     /// is left as it is.
+    /// The operator's image, as the chart's default model gateway image (which the operator
+    /// sets to its own): what runs an Ollama replica's drain helper, whatever image a CR
+    /// gives its model gateway (the helper's command must be this operator's).
+    pub(crate) fn operator_image(&self) -> Option<&str> {
+        self.defaults.model_gateway.as_ref()?.image.as_deref()
+    }
+
     pub fn set_model_gateway_image(&mut self, image: &str) {
         if let Some(gateway) = &mut self.defaults.model_gateway {
             gateway.image = Some(image.to_string());

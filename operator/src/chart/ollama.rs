@@ -8,8 +8,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, EmptyDirVolumeSource, EnvVar, HTTPGetAction, Lifecycle, LifecycleHandler,
-    PodReadinessGate, Probe, ResourceRequirements, SecurityContext, Volume, VolumeMount,
+    Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, HTTPGetAction, Lifecycle, LifecycleHandler,
+    PodReadinessGate, Probe, ResourceRequirements, SeccompProfile, SecurityContext, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -17,7 +17,7 @@ use serde::Serialize;
 
 use super::names::Meta;
 use super::MODELS_DIR;
-use crate::model::{ApplicationModel, ModelGatewaySettings, OllamaSettings};
+use crate::model::{ApplicationModel, OllamaSettings};
 
 /// The pod condition the operator sets once every listed model is present in the pod (a
 /// readiness gate of the application's pods).
@@ -82,8 +82,8 @@ pub(super) struct OllamaBase<'b> {
     /// The user's env (own, then template's).
     pub(super) env: Vec<EnvVar>,
     pub(super) models_volume: Option<&'b Volume>,
-    /// The drain helper's image: the model gateway's, which is the operator's.
-    pub(super) helper: &'b ModelGatewaySettings,
+    /// The drain helper's image: the operator's.
+    pub(super) helper_image: &'b str,
 }
 
 /// The Ollama context of an application (or of its candidate).
@@ -133,7 +133,7 @@ pub(super) fn ollama(app: &ApplicationModel, o: &OllamaSettings, base: OllamaBas
     let helper_port = if o.port == HELPER_PORT { HELPER_PORT + 1 } else { HELPER_PORT };
     let drain_helper = Container {
         name: "drain-helper".into(),
-        image: Some(base.helper.image.clone()),
+        image: Some(base.helper_image.to_string()),
         args: Some(vec![
             "drain-helper".into(),
             format!("--engine-port={}", o.port),
@@ -146,16 +146,24 @@ pub(super) fn ollama(app: &ApplicationModel, o: &OllamaSettings, base: OllamaBas
             container_port: helper_port,
             ..Default::default()
         }]),
-        // An idle process that reads two small files a few times a second while a pod stops.
+        // An idle process that reads two small files a few times a second while a pod
+        // stops. Limits equal to requests: a pod whose Ollama is Guaranteed stays so.
         resources: Some(ResourceRequirements {
-            requests: Some(BTreeMap::from([
-                ("cpu".to_string(), Quantity("5m".into())),
-                ("memory".to_string(), Quantity("16Mi".into())),
-            ])),
-            limits: Some(BTreeMap::from([("memory".to_string(), Quantity("64Mi".into()))])),
+            requests: Some(helper_resources()),
+            limits: Some(helper_resources()),
             ..Default::default()
         }),
-        security_context: Some(app.pod.security_context.clone()).filter(|s| *s != SecurityContext::default()),
+        // Its own, hardened whatever Ollama's is (it needs no privilege to read the pod's
+        // connection tables): the restricted Pod Security Standard's, as the operator's image.
+        security_context: Some(SecurityContext {
+            allow_privilege_escalation: Some(false),
+            capabilities: Some(Capabilities { drop: Some(vec!["ALL".into()]), ..Default::default() }),
+            read_only_root_filesystem: Some(true),
+            run_as_non_root: Some(true),
+            run_as_user: Some(65532),
+            seccomp_profile: Some(SeccompProfile { type_: "RuntimeDefault".into(), ..Default::default() }),
+            ..Default::default()
+        }),
         ..Default::default()
     };
     OllamaContext {
@@ -190,4 +198,9 @@ pub(super) fn ollama(app: &ApplicationModel, o: &OllamaSettings, base: OllamaBas
         service: base.service,
         models: o.models.clone(),
     }
+}
+
+/// The drain helper's requests, and limits.
+fn helper_resources() -> BTreeMap<String, Quantity> {
+    BTreeMap::from([("cpu".to_string(), Quantity("10m".into())), ("memory".to_string(), Quantity("32Mi".into()))])
 }

@@ -530,7 +530,7 @@ async fn a_rolling_update_under_load_loses_no_request_through_the_gateway() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_replica_told_to_stop_serves_the_connection_it_holds_and_stops_once_that_closes() {
+async fn a_replica_told_to_stop_serves_the_connection_it_holds_past_any_fixed_drain_then_stops() {
     let _pulls = FAULTS.read().await;
     let (cluster, _operator, _gateway) = serving("gateway_drain", "drain").await;
     let local = cluster.local.expect("a local cluster");
@@ -562,10 +562,13 @@ async fn a_replica_told_to_stop_serves_the_connection_it_holds_and_stops_once_th
     let said: Value = serde_json::from_slice(&body).unwrap();
     assert!(said["response"].as_str().unwrap_or_default().contains("Paris"), "{said}");
 
-    // Closed: the replica stops then, long before its longest drain (115 s).
+    // Closed: the replica stops once nothing else is connected either, within its longest
+    // drain (115 s from the stop) and Ollama's exit. (Here the operator runs outside the
+    // cluster and reaches Ollama through the API server's pod proxy, which keeps an idle
+    // connection to the pod for up to 90 s after its last use: that one counts as well.)
     drop(held);
     let _ = connection.await;
-    eventually_within(Duration::from_secs(60), "the replica gone once nothing is connected", || async {
+    eventually_within(Duration::from_secs(120), "the replica gone", || async {
         cluster.pods().get_opt(&name).await.ok()?.is_none().then_some(())
     })
     .await;

@@ -69,11 +69,31 @@ fn an_ollama_on_the_helpers_port_moves_the_helper_to_the_next() {
 }
 
 #[test]
-fn the_drain_helper_runs_under_the_applications_container_security_context() {
-    let extra =
-        "    securityContext: {runAsNonRoot: true, allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}\n";
+fn the_drain_helper_runs_restricted_whatever_ollamas_security_context() {
+    let extra = "    securityContext: {runAsUser: 0, capabilities: {add: [SYS_ADMIN]}}\n";
     let spec = pod_spec(&render_v1alpha2(&ollama(extra)));
-    assert_eq!(spec["containers"][1]["securityContext"], spec["containers"][0]["securityContext"]);
+    assert_eq!(
+        spec["containers"][1]["securityContext"],
+        json!({"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}, "readOnlyRootFilesystem": true,
+               "runAsNonRoot": true, "runAsUser": 65532, "seccompProfile": {"type": "RuntimeDefault"}})
+    );
+}
+
+#[test]
+fn the_drain_helper_keeps_a_guaranteed_pod_guaranteed() {
+    let spec = pod_spec(&render_v1alpha2(&ollama("")));
+    let resources = &spec["containers"][1]["resources"];
+    assert_eq!(resources["requests"], resources["limits"]);
+    assert_eq!(resources["limits"], json!({"cpu": "10m", "memory": "32Mi"}));
+}
+
+#[test]
+fn the_drain_helper_is_the_operators_image_whatever_image_the_cr_gives_its_model_gateway() {
+    let yaml = cr_v1alpha2(
+        "modelGateway: {image: example.com/pinned/gateway:0.0.1}\napplications:\n  chat:\n    engine:\n      ollama:\n        models: [{name: smollm2:135m}]\n",
+    );
+    let spec = pod_spec(&render_v1alpha2(&yaml));
+    assert_eq!(spec["containers"][1]["image"], spec_of_gateway_image(), "the chart's own (the operator's)");
 }
 
 /// The model gateway's image in the chart's defaults.

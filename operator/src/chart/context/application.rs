@@ -24,8 +24,9 @@ pub(super) struct AppContext<'a> {
     pub(super) gateway_name: &'a str,
     pub(super) namespace: &'a str,
     pub(super) internal_port: i32,
-    /// The model gateway's settings (its image is the operator's), where the contract has one.
-    pub(super) model_gateway: Option<&'a crate::model::ModelGatewaySettings>,
+    /// The operator's image (the chart's default model gateway image), where the contract
+    /// has a model gateway.
+    pub(super) operator_image: Option<&'a str>,
 }
 
 /// Application env precedence: its own, then the template's not already named, then the
@@ -240,9 +241,12 @@ fn as_ollama(
     o: &crate::model::OllamaSettings,
     template_env: &[EnvVar],
 ) -> Result<(), InputError> {
-    // Every contract with Ollama has the model gateway's settings (its chart's values.yaml).
-    let helper = ctx.model_gateway.ok_or_else(|| {
-        InputError::new("spec.modelGateway.image", "an Ollama application's drain needs the operator's image: set it")
+    // Every contract with Ollama has a model gateway, whose default image is the operator's.
+    let helper_image = ctx.operator_image.ok_or_else(|| {
+        InputError::new(
+            ctx.field,
+            "an Ollama application's drain helper needs the operator's image: the chart has none",
+        )
     })?;
     c.pod_annotations.remove(CONFIG_CHECKSUM_ANNOTATION);
     // `kubectl logs` and `exec` go to Ollama, not to the drain helper beside it.
@@ -256,7 +260,7 @@ fn as_ollama(
         service: c.meta.clone(),
         env: application_env(&app.own_env, template_env, Vec::new()),
         models_volume: if chose_volume { c.models_volume.as_deref() } else { None },
-        helper,
+        helper_image,
     };
     c.ollama = Some(crate::chart::ollama::ollama(app, o, base));
     // A candidate keeps its one replica: only the serving revision sleeps.

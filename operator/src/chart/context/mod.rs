@@ -248,7 +248,7 @@ impl<'a> Release<'a> {
                 gateway_name: &self.gateway.name,
                 namespace: self.namespace,
                 internal_port: self.values.gateway.internal_port,
-                model_gateway: self.values.model_gateway.as_ref(),
+                operator_image: self.chart.operator_image(),
             };
             contexts.extend(application_components(
                 &ctx,

@@ -366,7 +366,9 @@ async fn a_refresh_pulls_the_model_again_and_its_new_digest_is_shown() {
 
 /// Verified promotion, decided by the real model's answer to `The capital of France is`
 /// (raw, temperature 0): SmolLM2 says " Paris.", Gemma 3 270M " the capital of the
-/// country of France.".
+/// country of France.". Each probe may take 120 s: the first includes Gemma's cold load,
+/// which on the tier's loaded two cores can outlast the default 30 s, twice (and a probe
+/// without an answer has none to quote).
 fn promoted(name: &str, models: &[&str], expect: &str) -> String {
     let promotion = format!(
         r#"      promotion:
@@ -376,6 +378,7 @@ fn promoted(name: &str, models: &[&str], expect: &str) -> String {
         successThreshold: 1
         failureThreshold: 2
         periodSeconds: 1
+        timeoutSeconds: 120
 "#
     );
     cr(name, models, &promotion)

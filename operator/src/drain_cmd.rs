@@ -125,8 +125,9 @@ async fn wait_idle(engine_port: u16, bounds: DrainBounds) -> String {
             }
             1
         });
-        let secs = began.elapsed().as_secs_f64();
-        match drain.observe(began.elapsed(), open) {
+        let elapsed = began.elapsed();
+        let secs = elapsed.as_secs_f64();
+        match drain.observe(elapsed, open) {
             Verdict::Wait => tokio::time::sleep(LOOK_EVERY).await,
             Verdict::Idle => return format!("nothing connected to port {engine_port} after {secs:.1} s\n"),
             Verdict::GaveUp { open } => {

@@ -81,9 +81,6 @@ impl Chart {
     }
 
     /// The API version whose CRs this chart renders.
-    /// Makes `image` the model gateway's default image (the operator's own, when it runs
-    /// from another registry than the released one). A contract without a model gateway
-    /// is left as it is.
     /// The operator's image, as the chart's default model gateway image (which the operator
     /// sets to its own): what runs an Ollama replica's drain helper, whatever image a CR
     /// gives its model gateway (the helper's command must be this operator's).
@@ -91,6 +88,9 @@ impl Chart {
         self.defaults.model_gateway.as_ref()?.image.as_deref()
     }
 
+    /// Makes `image` the model gateway's default image (the operator's own, when it runs
+    /// from another registry than the released one). A contract without a model gateway
+    /// is left as it is.
     pub fn set_model_gateway_image(&mut self, image: &str) {
         if let Some(gateway) = &mut self.defaults.model_gateway {
             gateway.image = Some(image.to_string());

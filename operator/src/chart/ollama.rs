@@ -49,7 +49,7 @@ pub(crate) const DRAIN_AT_LEAST_SECONDS: i64 = 5;
 /// on SIGTERM (it closes its server and kills its runners), this is a margin.
 const STOP_MARGIN_SECONDS: i64 = 5;
 /// The drain helper's port (`model-orchestra-operator drain-helper`, a container beside
-/// Ollama's, from the model gateway's image, which is the operator's): the kubelet asks it
+/// Ollama's, from the operator's own image): the kubelet asks it
 /// `GET /wait-idle` as Ollama's `preStop` hook. Another when Ollama's port is this one.
 const HELPER_PORT: i32 = 9080;
 

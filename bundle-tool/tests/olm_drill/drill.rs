@@ -9,6 +9,8 @@ use std::future::Future;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::{Mutex, Once};
+use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
@@ -329,7 +331,9 @@ pub fn line_user(line: &str) -> String {
 
 /// The whole drill: stops, in order, OLM and the cluster (its registry, its real node and the
 /// operator pods OLM made), then removes the scratch directory. On a failure, prints the end
-/// of every log first.
+/// of every log first, then what the drill asked to be shown (OLM's objects and logs), then
+/// the failure's message again: CI quotes the end of the output, and a timeout's message
+/// would otherwise be above everything else.
 pub struct Drill {
     pub maintainer: Maintainer,
     /// `olm-v1-drill` or `olm-v0-drill`: the prefix of its lines, its scratch directory.
@@ -340,6 +344,8 @@ pub struct Drill {
     cluster: Option<Cluster>,
     client: Option<Client>,
     work: Temp,
+    /// kubectl commands whose output a failure prints ([`Drill::on_failure_show`]).
+    on_failure: Mutex<Vec<Vec<String>>>,
 }
 
 impl Drill {
@@ -367,8 +373,17 @@ impl Drill {
             work: work.0.clone(),
             logs,
         };
-        let drill =
-            Drill { maintainer, name, started, olm_v1: None, cluster: Some(cluster), client: Some(client), work };
+        record_panic_messages();
+        let drill = Drill {
+            maintainer,
+            name,
+            started,
+            olm_v1: None,
+            cluster: Some(cluster),
+            client: Some(client),
+            work,
+            on_failure: Mutex::default(),
+        };
         drill.step(&format!(
             "cluster up with a real node; registry {}; audit log {}",
             drill.maintainer.registry,
@@ -401,6 +416,12 @@ impl Drill {
 
     pub fn logs(&self) -> &Path {
         &self.maintainer.logs
+    }
+
+    /// On a failure, prints `kubectl ARGS` (as the admin, with a short request timeout) after
+    /// the logs: the state of what the drill waited on.
+    pub fn on_failure_show(&self, args: &[&str]) {
+        self.on_failure.lock().unwrap().push(args.iter().map(|a| a.to_string()).collect());
     }
 
     /// Prints a step, with the seconds since the drill began.
@@ -585,10 +606,55 @@ impl Drop for Drill {
             for log in logs {
                 eprintln!("--- {}\n{}", log.display(), local_cluster::tail(&log, 25));
             }
+            if let Some(cluster) = &self.cluster {
+                for args in self.on_failure.lock().map(|a| a.clone()).unwrap_or_default() {
+                    let out = cluster.kubectl().arg("--request-timeout=10s").args(&args).output();
+                    let shown = match out {
+                        Ok(out) => {
+                            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+                        }
+                        Err(e) => e.to_string(),
+                    };
+                    eprintln!("--- kubectl {}\n{}", args.join(" "), shown.trim_end());
+                }
+            }
+            eprintln!("--- {} failed: {}", self.name, panic_message().unwrap_or_else(|| "(see above)".into()));
         }
         self.olm_v1.take();
         self.cluster.take();
     }
+}
+
+/// Each thread's last panic message, kept by a panic hook installed once (beside the
+/// default one, which still prints it where it happens).
+static PANICS: Mutex<Vec<(ThreadId, String)>> = Mutex::new(Vec::new());
+
+fn record_panic_messages() {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let message = info
+                .payload()
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| info.payload().downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            let place = info.location().map(|l| format!(" ({l})")).unwrap_or_default();
+            if let Ok(mut panics) = PANICS.lock() {
+                panics.push((std::thread::current().id(), format!("{message}{place}")));
+            }
+            default(info);
+        }));
+    });
+}
+
+/// The message of this thread's last panic; else (a panic resumed from a blocking task) the
+/// last one of any thread.
+fn panic_message() -> Option<String> {
+    let panics = PANICS.lock().ok()?;
+    let me = std::thread::current().id();
+    panics.iter().rev().find(|(t, _)| *t == me).or(panics.last()).map(|(_, m)| m.clone())
 }
 
 pub fn resource(api_version: &str, kind: &str, plural: &str) -> ApiResource {

@@ -26,6 +26,18 @@ const CRD: &str = "modelorchestras.models.titanml.co";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_operator_lines_live_side_by_side_under_a_real_olm_v0() {
     let d = Drill::start("olm-v0-drill").await;
+    #[rustfmt::skip]
+    let shown: [&[&str]; 5] = [
+        &["get", "subscriptions,installplans,clusterserviceversions,catalogsources,operatorgroups", "-A", "-o", "wide"],
+        // A namespace that does not go away says what it still holds.
+        &["get", "namespaces", "-o", r#"jsonpath={range .items[*]}{.metadata.name} {.status.phase} {.status.conditions[?(@.status=="True")].message}{"\n"}{end}"#],
+        &["get", "pods,jobs", "-A", "-o", "wide"],
+        &["-n", local_cluster::olm_v0::NAMESPACE, "logs", "deploy/olm-operator", "--tail=30"],
+        &["-n", local_cluster::olm_v0::NAMESPACE, "logs", "deploy/catalog-operator", "--tail=30"],
+    ];
+    for args in shown {
+        d.on_failure_show(args);
+    }
 
     // 1. The maintainer publishes the releases and the released catalog while the admin
     //    installs OLM v0: neither needs the other.

@@ -11,6 +11,8 @@ use crate::drill::{arg, condition, describe_condition, Drill, Maintainer};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_operator_lines_live_side_by_side_under_a_real_olm_v1() {
     let mut d = Drill::start("olm-v1-drill").await;
+    d.on_failure_show(&["get", "clustercatalogs,clusterextensions", "-o", "wide"]);
+    d.on_failure_show(&["get", "pods", "-A", "-o", "wide"]);
 
     // 1. The maintainer publishes the releases and the released catalog while OLM starts:
     //    neither needs the other.

@@ -1,24 +1,62 @@
-//! The drain of a stopping Ollama replica, decided without I/O: how many connections are
-//! open to the engine's port (from the kernel's `/proc/net/tcp` tables of the pod's
-//! network), and when the replica may be told to stop.
+//! The drain of a stopping Ollama replica, decided without I/O: which connections to the
+//! engine's port may still carry an answer (from what the kernel says of each), and when the
+//! replica may be told to stop.
 //!
 //! Ollama has no graceful shutdown: SIGTERM closes its server, answers in flight included.
 //! So the replica's `preStop` hook (an HTTP GET of the drain helper beside Ollama in the
-//! pod, `model-orchestra-operator drain-helper`) waits, out of the Service, until nothing is
-//! connected, rather than for a fixed time that is too long for an idle replica and too
-//! short for a long answer on a busy machine. The model gateway opens one
-//! connection per request, so an open connection is an answer in flight (or a client's
-//! idle keep-alive connection, which holds the drain up to its bound: nothing on TCP tells
-//! the two apart, and cutting an answer is the worse mistake).
+//! pod, `model-orchestra-operator drain-helper`) waits, out of the Service, until no
+//! connection carries an answer, rather than for a fixed time that is too long for an idle
+//! replica and too short for a long answer on a busy machine.
+//!
+//! An open connection is not always an answer in flight: a client's pool keeps answered
+//! connections open, idle (the API server's pod proxy, which the operator's model calls go
+//! through, keeps one for 90 s after its last use: every deleted replica waited for it,
+//! 70–94 s). HTTP/1.1 tells the two apart on the wire: a request in flight has the client
+//! speaking last (the engine owes the answer), an answered idle connection has the engine
+//! speaking last, then silence. A streamed answer has the engine speaking last too, but
+//! recently; so an engine silent for `stream_gap` after its last bytes counts as done. An
+//! idle connection is then left to be closed with the engine, as an HTTP server's graceful
+//! shutdown closes idle keep-alive connections at once.
 
 use std::time::Duration;
+
+/// What the kernel says of one connection the engine accepted (`tcp_info` and the socket's
+/// queues, from its socket diagnostics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Connection {
+    /// Since data last came in (`tcpi_last_data_recv`; from the connection's start until
+    /// some does).
+    pub since_received: Duration,
+    /// Since the engine last sent data (`tcpi_last_data_sent`; likewise).
+    pub since_sent: Duration,
+    /// Whether the engine has sent any data on it (`tcpi_bytes_sent` > 0).
+    pub sent_any: bool,
+    /// Bytes that came in and the engine has not read, or that it sent and the client has
+    /// not acknowledged.
+    pub queued: bool,
+}
+
+/// Whether a connection may still carry an answer: the engine has sent nothing on it yet
+/// (a request owed its first answer, or a connection nothing has moved on), bytes are
+/// queued either way, the client spoke after the engine's last bytes (a request owed its
+/// answer), or the engine sent within `stream_gap` (an answer streaming). Otherwise it
+/// answered and nothing came since: idle. (A request answered within the kernel's clock
+/// tick shows both silences equal: answered, since an engine speaks only after a request.)
+pub fn carries_an_answer(connection: Connection, stream_gap: Duration) -> bool {
+    !connection.sent_any
+        || connection.queued
+        || connection.since_received < connection.since_sent
+        || connection.since_sent < stream_gap
+}
 
 /// `st` of a connection that is established, in the kernel's tables.
 const ESTABLISHED: &str = "01";
 
 /// The connections established to local port `port` in a `/proc/net/tcp` or
 /// `/proc/net/tcp6` table: those a server on that port accepted (or the kernel did, for
-/// it to accept). Lines that are not a socket's are skipped.
+/// it to accept). Lines that are not a socket's are skipped. The tables say nothing of
+/// when data moved: where the kernel's socket diagnostics cannot be read, every open
+/// connection counts as carrying an answer.
 pub fn open_connections(table: &str, port: u16) -> usize {
     table
         .lines()
@@ -44,6 +82,9 @@ pub struct DrainBounds {
     /// How long nothing may be open before the replica counts as idle: a probe's
     /// connection, or a request between the kernel's tables being read, is not idleness.
     pub quiet: Duration,
+    /// How long an engine silent after its last bytes may still be streaming an answer
+    /// ([`carries_an_answer`]).
+    pub stream_gap: Duration,
 }
 
 /// What the connections seen so far mean.
@@ -113,10 +154,55 @@ mod tests {
         at_least: Duration::from_secs(5),
         at_most: Duration::from_secs(115),
         quiet: Duration::from_secs(1),
+        stream_gap: Duration::from_secs(15),
     };
 
     fn s(seconds: f64) -> Duration {
         Duration::from_secs_f64(seconds)
+    }
+
+    /// A connection the engine has answered on, nothing queued.
+    fn answered(since_received: f64, since_sent: f64) -> Connection {
+        Connection { since_received: s(since_received), since_sent: s(since_sent), sent_any: true, queued: false }
+    }
+
+    #[test]
+    fn a_request_the_engine_has_not_answered_carries_an_answer_however_long_it_waits() {
+        let first = Connection { sent_any: false, ..answered(60.0, 90.0) };
+        assert!(carries_an_answer(first, BOUNDS.stream_gap));
+        // A later request on a connection answered before.
+        assert!(carries_an_answer(answered(60.0, 90.0), BOUNDS.stream_gap));
+    }
+
+    #[test]
+    fn a_connection_nothing_has_moved_on_yet_carries_an_answer() {
+        // Both silences count from the connection's start.
+        let fresh = Connection { sent_any: false, ..answered(30.0, 30.0) };
+        assert!(carries_an_answer(fresh, BOUNDS.stream_gap));
+    }
+
+    #[test]
+    fn an_answer_streaming_carries_an_answer_while_the_engine_sent_within_the_gap() {
+        assert!(carries_an_answer(answered(20.0, 0.2), BOUNDS.stream_gap));
+        assert!(carries_an_answer(answered(20.0, 14.9), BOUNDS.stream_gap));
+    }
+
+    #[test]
+    fn bytes_queued_either_way_carry_an_answer() {
+        let unread = Connection { queued: true, ..answered(40.0, 30.0) };
+        assert!(carries_an_answer(unread, BOUNDS.stream_gap));
+    }
+
+    #[test]
+    fn an_answered_connection_silent_for_the_gap_is_idle() {
+        assert!(!carries_an_answer(answered(16.0, 15.0), BOUNDS.stream_gap));
+        assert!(!carries_an_answer(answered(89.0, 88.9), BOUNDS.stream_gap));
+    }
+
+    #[test]
+    fn a_request_answered_within_a_clock_tick_is_answered() {
+        // The API server's pod proxy asking `/api/tags`: in and out in the same tick.
+        assert!(!carries_an_answer(answered(20.0, 20.0), BOUNDS.stream_gap));
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! `drain-helper`: the small container beside Ollama in each replica that holds the replica's
-//! stop until nothing is connected to it. Ollama's `preStop` hook is an HTTP GET of
-//! `/wait-idle` here, answered once the engine's port is idle (what counts as idle is
-//! `model_orchestra::drain`'s); Ollama is told to stop only then.
+//! stop until no connection to it carries an answer. Ollama's `preStop` hook is an HTTP GET
+//! of `/wait-idle` here, answered once the engine's port is idle (what counts as idle is
+//! `model_orchestra::drain`'s, from the kernel's socket diagnostics); Ollama is told to stop
+//! only then.
 //!
 //! A container of its own, started after Ollama's: an init container copying a program into
 //! Ollama's image (which may have no shell) would hold up every start, a wake-up's
@@ -14,7 +15,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use model_orchestra::drain::{open_connections, Drain, DrainBounds, Verdict};
+use model_orchestra::drain::{carries_an_answer, open_connections, Drain, DrainBounds, Verdict};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
 
@@ -38,7 +39,12 @@ pub(crate) struct DrainHelperArgs {
 const LOOK_EVERY: Duration = Duration::from_millis(200);
 /// How long nothing may be open for the engine to count as idle.
 const QUIET: Duration = Duration::from_secs(1);
-/// The kernel's tables of the TCP connections of this network (the pod's).
+/// How long Ollama may be silent mid-stream: it sends a streamed answer's tokens as they
+/// come (many a second, even with every sequence of a busy replica decoding at once), and
+/// nothing before the first, when the client has spoken last anyway.
+const STREAM_GAP: Duration = Duration::from_secs(15);
+/// The kernel's tables of the TCP connections of this network (the pod's): where its socket
+/// diagnostics cannot be read, every open connection counts.
 const TABLES: [&str; 2] = ["/proc/net/tcp", "/proc/net/tcp6"];
 /// The longest a request's head may be.
 const MAX_HEAD: usize = 8 * 1024;
@@ -54,6 +60,7 @@ async fn serve(args: DrainHelperArgs) -> anyhow::Result<()> {
         at_least: Duration::from_secs(args.at_least),
         at_most: Duration::from_secs(args.at_most),
         quiet: QUIET,
+        stream_gap: STREAM_GAP,
     };
     // First: the kubelet may stop the pod the moment the process starts.
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).context("SIGTERM")?;
@@ -114,31 +121,66 @@ async fn answer(mut stream: tokio::net::TcpStream, engine_port: u16, bounds: Dra
 async fn wait_idle(engine_port: u16, bounds: DrainBounds) -> String {
     let mut drain = Drain::new(bounds);
     let began = Instant::now();
-    let mut unreadable_said = false;
+    let mut said = Said::default();
     loop {
-        // Tables that cannot be read say nothing: wait as if an answer were in flight (the
-        // grace period still bounds it), rather than cut one.
-        let open = open_now(engine_port).unwrap_or_else(|e| {
-            if !unreadable_said {
-                eprintln!("drain-helper: {e:#}; waiting {} s", bounds.at_most.as_secs());
-                unreadable_said = true;
-            }
-            1
-        });
+        let Look { carrying, idle } = look(engine_port, bounds.stream_gap, &mut said);
         let elapsed = began.elapsed();
         let secs = elapsed.as_secs_f64();
-        match drain.observe(elapsed, open) {
+        match drain.observe(elapsed, carrying) {
             Verdict::Wait => tokio::time::sleep(LOOK_EVERY).await,
-            Verdict::Idle => return format!("nothing connected to port {engine_port} after {secs:.1} s\n"),
+            Verdict::Idle => {
+                return format!(
+                    "no connection to port {engine_port} carries an answer after {secs:.1} s ({idle} idle one(s) left open)\n"
+                )
+            }
             Verdict::GaveUp { open } => {
-                return format!("{open} connection(s) still open to port {engine_port} after {secs:.1} s\n")
+                return format!("{open} connection(s) to port {engine_port} may still carry an answer after {secs:.1} s\n")
             }
         }
     }
 }
 
-/// The connections established to `port` in this network now (IPv4 and IPv6; a kernel
-/// without IPv6 has no second table).
+/// The connections to the engine's port now: how many may carry an answer, how many are
+/// idle (left open by a client's pool).
+struct Look {
+    carrying: usize,
+    idle: usize,
+}
+
+/// What the helper has said once already.
+#[derive(Default)]
+struct Said {
+    no_diagnostics: bool,
+    no_tables: bool,
+}
+
+fn look(engine_port: u16, stream_gap: Duration, said: &mut Said) -> Look {
+    match crate::sock_diag::established_to(engine_port) {
+        Ok(connections) => {
+            let carrying = connections.iter().filter(|c| carries_an_answer(**c, stream_gap)).count();
+            Look { carrying, idle: connections.len() - carrying }
+        }
+        Err(e) => {
+            if !said.no_diagnostics {
+                eprintln!("drain-helper: {e}; every open connection counts");
+                said.no_diagnostics = true;
+            }
+            // Tables that cannot be read either say nothing: wait as if an answer were in
+            // flight (the grace period still bounds it), rather than cut one.
+            let open = open_now(engine_port).unwrap_or_else(|e| {
+                if !said.no_tables {
+                    eprintln!("drain-helper: {e:#}; waiting as long as the drain may");
+                    said.no_tables = true;
+                }
+                1
+            });
+            Look { carrying: open, idle: 0 }
+        }
+    }
+}
+
+/// The connections established to `port` in this network now, from the kernel's tables
+/// (IPv4 and IPv6; a kernel without IPv6 has no second table).
 fn open_now(port: u16) -> anyhow::Result<usize> {
     let mut open = 0;
     for table in TABLES {
@@ -157,8 +199,12 @@ mod tests {
     use std::io::{Read, Write};
     use std::net::{TcpListener, TcpStream};
 
-    const SHORT: DrainBounds =
-        DrainBounds { at_least: Duration::ZERO, at_most: Duration::from_secs(30), quiet: Duration::from_millis(300) };
+    const SHORT: DrainBounds = DrainBounds {
+        at_least: Duration::ZERO,
+        at_most: Duration::from_secs(30),
+        quiet: Duration::from_millis(300),
+        stream_gap: Duration::from_millis(500),
+    };
 
     #[test]
     fn a_connection_a_server_accepted_is_open_until_it_is_closed() {
@@ -200,8 +246,46 @@ mod tests {
         drop(served);
         let (said, took) = hook.await.unwrap();
         assert!(said.starts_with("HTTP/1.1 200 OK"), "{said}");
-        assert!(said.contains("nothing connected"), "{said}");
+        assert!(said.contains("no connection to port"), "{said}");
         assert!(took >= Duration::from_secs(1), "{took:?}");
+    }
+
+    #[tokio::test]
+    async fn wait_idle_is_answered_while_an_answered_connection_stays_open_idle() {
+        // A client's pool: asked once, answered, kept open.
+        let engine = TcpListener::bind("127.0.0.1:0").unwrap();
+        let engine_port = engine.local_addr().unwrap().port();
+        let mut pool = TcpStream::connect(("127.0.0.1", engine_port)).unwrap();
+        let (mut served, _) = engine.accept().unwrap();
+        pool.write_all(b"GET /api/tags HTTP/1.1\r\n\r\n").unwrap();
+        served.read_exact(&mut [0; 26]).unwrap();
+        served.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n").unwrap();
+        pool.read_exact(&mut [0; 38]).unwrap();
+
+        let said = tokio::time::timeout(Duration::from_secs(10), wait_idle(engine_port, SHORT)).await;
+        let said = said.expect("answered while the idle connection is open");
+        assert!(said.contains("no connection to port"), "{said}");
+        assert!(said.contains("(1 idle one(s) left open)"), "{said}");
+        drop((pool, served));
+    }
+
+    #[tokio::test]
+    async fn wait_idle_waits_for_a_request_the_engine_has_read_and_not_answered() {
+        let engine = TcpListener::bind("127.0.0.1:0").unwrap();
+        let engine_port = engine.local_addr().unwrap().port();
+        let mut client = TcpStream::connect(("127.0.0.1", engine_port)).unwrap();
+        let (mut served, _) = engine.accept().unwrap();
+        client.write_all(b"POST /api/generate HTTP/1.1\r\n\r\n").unwrap();
+        served.read_exact(&mut [0; 31]).unwrap();
+
+        let waiting = tokio::spawn(wait_idle(engine_port, SHORT));
+        // Past the stream gap and the quiet time: the answer is still owed.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert!(!waiting.is_finished(), "answered while a request was owed its answer");
+        served.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n").unwrap();
+        let said = tokio::time::timeout(Duration::from_secs(10), waiting).await.expect("answered").unwrap();
+        assert!(said.contains("(1 idle one(s) left open)"), "{said}");
+        drop((client, served));
     }
 
     #[tokio::test]

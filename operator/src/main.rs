@@ -116,6 +116,7 @@ mod diff_cmd;
 mod drain_cmd;
 mod gateway_cmd;
 mod run;
+mod sock_diag;
 
 /// mimalloc, unless built with `--features system-allocator`: heap profilers such as
 /// heaptrack see only the system allocator.

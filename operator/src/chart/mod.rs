@@ -38,8 +38,7 @@ const MODELS_DIR: &str = "/code/models";
 /// The longest an answer in flight gets to finish when the pod that carries it stops: an
 /// Ollama replica's drain and the model gateway's both wait for their answers (and stop as
 /// soon as none is left) up to this. Two minutes: a long answer of a small model on a busy
-/// CPU, with room; a client's idle keep-alive connection to an Ollama replica holds its
-/// drain this long (nothing on TCP tells it from an answer).
+/// CPU, with room (an idle keep-alive connection does not hold a drain: `crate::drain`).
 pub const ANSWER_GRACE_SECONDS: u64 = 115;
 
 /// The annotation of `Chart.yaml` naming the ModelOrchestra version a chart serves (none

@@ -36,8 +36,8 @@ const HOME: &str = "/home/ollama";
 const TMP: &str = "/tmp";
 /// The longest a stopping replica drains: Ollama cuts every connection it holds when
 /// stopped, so a replica told to stop (a rollout, a scale-down, a drain, a promotion's
-/// handover, sleep) goes on serving, out of its Service, until nothing is connected to it
-/// (the drain helper's `/wait-idle`, see `crate::drain`), at least
+/// handover, sleep) goes on serving, out of its Service, until no connection to it carries
+/// an answer (the drain helper's `/wait-idle`, see `crate::drain`), at least
 /// [`DRAIN_AT_LEAST_SECONDS`] and at most this. Not a field: `v1alpha2` is frozen since
 /// 1.0.0 (a field added to it would be pruned from stored CRs whenever a bundle carrying
 /// 1.0.0's CRD is installed); the next API version makes it one.
@@ -179,7 +179,7 @@ pub(super) fn ollama(app: &ApplicationModel, o: &OllamaSettings, base: OllamaBas
         // Ollama stops serving the moment it is told to stop (SIGTERM closes its server,
         // requests in flight included). The kubelet runs the preStop hook first, while the
         // pod leaves its Service's endpoints: the replica gets no new connection (the model
-        // gateway opens one per request) and answers what it holds until nothing is open.
+        // gateway opens one per request) and answers what it holds until none is left.
         lifecycle: Lifecycle {
             pre_stop: Some(LifecycleHandler {
                 // By number: the kubelet resolves a named port among the hook's own

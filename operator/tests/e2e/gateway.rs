@@ -564,10 +564,10 @@ async fn a_replica_told_to_stop_serves_the_connection_it_holds_past_any_fixed_dr
     let said: Value = serde_json::from_slice(&body).unwrap();
     assert!(said["response"].as_str().unwrap_or_default().contains("Paris"), "{said}");
 
-    // Closed: the replica stops once nothing else is connected either, within its longest
-    // drain (115 s from the stop) and Ollama's exit. (Here the operator runs outside the
-    // cluster and reaches Ollama through the API server's pod proxy, which keeps an idle
-    // connection to the pod for up to 90 s after its last use: that one counts as well.)
+    // Closed: the replica stops once no other connection carries an answer, within its
+    // longest drain (115 s from the stop) and Ollama's exit. (Here the operator runs outside
+    // the cluster and reaches Ollama through the API server's pod proxy, which keeps an idle
+    // connection to the pod for up to 90 s after its last use: answered, it does not count.)
     drop(held);
     let _ = connection.await;
     eventually_within(Duration::from_secs(120), "the replica gone", || async {

@@ -444,7 +444,10 @@ fn load(
     let load = tokio::spawn(async move {
         let mut tally = Tally::default();
         let mut streamed = true;
-        while !stopped.load(std::sync::atomic::Ordering::SeqCst) {
+        // Told to stop, a load has still asked at least `AT_LEAST_ASKED`: a fault that passes
+        // quickly on a slow machine (a drain of seconds, answers of ~20 s) is still met by a load.
+        while !stopped.load(std::sync::atomic::Ordering::SeqCst) || tally.answered + tally.failed.len() < AT_LEAST_ASKED
+        {
             match ask_whole(&client, addr, "smollm2:135m", streamed).await {
                 Ok(()) => tally.answered += 1,
                 Err(e) => tally.failed.push(if e.unsent { format!("never sent: {}", e.said) } else { e.said }),
@@ -461,9 +464,11 @@ impl Tally {
         eprintln!("{what}: {} answered whole, {} failed", self.answered, self.failed.len());
         let asked = self.answered + self.failed.len();
         assert!(self.failed.is_empty(), "{} of {asked} lost: {:#?}", self.failed.len(), self.failed);
-        assert!(self.answered >= 3, "the load ran: {} answers", self.answered);
     }
 }
+
+/// The fewest requests a load asks, however soon it is told to stop.
+const AT_LEAST_ASKED: usize = 3;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gateway_replica_deleted_under_load_loses_no_request() {

@@ -196,6 +196,7 @@ fn open_now(port: u16) -> anyhow::Result<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sock_diag::loopback::{accepted, ANSWER, REQUEST};
     use std::io::{Read, Write};
     use std::net::{TcpListener, TcpStream};
 
@@ -222,10 +223,7 @@ mod tests {
 
     #[tokio::test]
     async fn wait_idle_is_answered_only_once_the_engines_last_connection_has_closed() {
-        let engine = TcpListener::bind("127.0.0.1:0").unwrap();
-        let engine_port = engine.local_addr().unwrap().port();
-        let _client = TcpStream::connect(("127.0.0.1", engine_port)).unwrap();
-        let (served, _) = engine.accept().unwrap();
+        let (engine_port, _client, served) = accepted();
 
         let helper = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let at = helper.local_addr().unwrap();
@@ -253,14 +251,11 @@ mod tests {
     #[tokio::test]
     async fn wait_idle_is_answered_while_an_answered_connection_stays_open_idle() {
         // A client's pool: asked once, answered, kept open.
-        let engine = TcpListener::bind("127.0.0.1:0").unwrap();
-        let engine_port = engine.local_addr().unwrap().port();
-        let mut pool = TcpStream::connect(("127.0.0.1", engine_port)).unwrap();
-        let (mut served, _) = engine.accept().unwrap();
-        pool.write_all(b"GET /api/tags HTTP/1.1\r\n\r\n").unwrap();
-        served.read_exact(&mut [0; 26]).unwrap();
-        served.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n").unwrap();
-        pool.read_exact(&mut [0; 38]).unwrap();
+        let (engine_port, mut pool, mut served) = accepted();
+        pool.write_all(REQUEST).unwrap();
+        served.read_exact(&mut vec![0; REQUEST.len()]).unwrap();
+        served.write_all(ANSWER).unwrap();
+        pool.read_exact(&mut vec![0; ANSWER.len()]).unwrap();
 
         let said = tokio::time::timeout(Duration::from_secs(10), wait_idle(engine_port, SHORT)).await;
         let said = said.expect("answered while the idle connection is open");
@@ -271,18 +266,15 @@ mod tests {
 
     #[tokio::test]
     async fn wait_idle_waits_for_a_request_the_engine_has_read_and_not_answered() {
-        let engine = TcpListener::bind("127.0.0.1:0").unwrap();
-        let engine_port = engine.local_addr().unwrap().port();
-        let mut client = TcpStream::connect(("127.0.0.1", engine_port)).unwrap();
-        let (mut served, _) = engine.accept().unwrap();
-        client.write_all(b"POST /api/generate HTTP/1.1\r\n\r\n").unwrap();
-        served.read_exact(&mut [0; 31]).unwrap();
+        let (engine_port, mut client, mut served) = accepted();
+        client.write_all(REQUEST).unwrap();
+        served.read_exact(&mut vec![0; REQUEST.len()]).unwrap();
 
         let waiting = tokio::spawn(wait_idle(engine_port, SHORT));
         // Past the stream gap and the quiet time: the answer is still owed.
         tokio::time::sleep(Duration::from_secs(2)).await;
         assert!(!waiting.is_finished(), "answered while a request was owed its answer");
-        served.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n").unwrap();
+        served.write_all(ANSWER).unwrap();
         let said = tokio::time::timeout(Duration::from_secs(10), waiting).await.expect("answered").unwrap();
         assert!(said.contains("(1 idle one(s) left open)"), "{said}");
         drop((client, served));

@@ -92,11 +92,30 @@ fn dump(family: u8) -> Result<Vec<InetResponse>, SockDiagError> {
     }
 }
 
+/// Loopback connections for the tests of this module and of the drain helper.
+#[cfg(test)]
+pub(crate) mod loopback {
+    use std::net::{TcpListener, TcpStream};
+
+    /// A request the engine gets, and its answer.
+    pub const REQUEST: &[u8] = b"GET /api/tags HTTP/1.1\r\n\r\n";
+    pub const ANSWER: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";
+
+    /// A connection on 127.0.0.1: the port served, the client's end and the served end.
+    pub fn accepted() -> (u16, TcpStream, TcpStream) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let client = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let (served, _) = listener.accept().unwrap();
+        (port, client, served)
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::loopback::{accepted, ANSWER, REQUEST};
     use super::*;
     use std::io::{Read, Write};
-    use std::net::{TcpListener, TcpStream};
 
     fn only(port: u16) -> Connection {
         let found = established_to(port).unwrap();
@@ -106,25 +125,19 @@ mod tests {
 
     #[test]
     fn a_connection_nothing_moved_on_has_sent_nothing() {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let _client = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        let _served = listener.accept().unwrap();
+        let (port, _client, _served) = accepted();
         let seen = only(port);
         assert!(!seen.sent_any && !seen.queued, "{seen:?}");
     }
 
     #[test]
     fn a_request_read_and_not_answered_was_received_after_the_last_bytes_sent() {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let mut client = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        let (mut served, _) = listener.accept().unwrap();
+        let (port, mut client, mut served) = accepted();
         served.write_all(b"hello\n").unwrap();
         client.read_exact(&mut [0; 6]).unwrap();
         std::thread::sleep(Duration::from_millis(300));
-        client.write_all(b"GET /api/tags HTTP/1.1\r\n\r\n").unwrap();
-        served.read_exact(&mut [0; 26]).unwrap();
+        client.write_all(REQUEST).unwrap();
+        served.read_exact(&mut vec![0; REQUEST.len()]).unwrap();
         std::thread::sleep(Duration::from_millis(50));
         let seen = only(port);
         assert!(seen.sent_any && !seen.queued, "{seen:?}");
@@ -133,15 +146,12 @@ mod tests {
 
     #[test]
     fn an_answered_connection_was_sent_to_last() {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let mut client = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        let (mut served, _) = listener.accept().unwrap();
-        client.write_all(b"GET /api/tags HTTP/1.1\r\n\r\n").unwrap();
-        served.read_exact(&mut [0; 26]).unwrap();
+        let (port, mut client, mut served) = accepted();
+        client.write_all(REQUEST).unwrap();
+        served.read_exact(&mut vec![0; REQUEST.len()]).unwrap();
         std::thread::sleep(Duration::from_millis(300));
-        served.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n").unwrap();
-        client.read_exact(&mut [0; 38]).unwrap();
+        served.write_all(ANSWER).unwrap();
+        client.read_exact(&mut vec![0; ANSWER.len()]).unwrap();
         std::thread::sleep(Duration::from_millis(200));
         let seen = only(port);
         assert!(seen.sent_any && !seen.queued, "{seen:?}");
@@ -151,11 +161,8 @@ mod tests {
 
     #[test]
     fn bytes_the_engine_has_not_read_are_queued() {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let mut client = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        let _served = listener.accept().unwrap();
-        client.write_all(b"POST /api/generate HTTP/1.1\r\n\r\n").unwrap();
+        let (port, mut client, _served) = accepted();
+        client.write_all(REQUEST).unwrap();
         std::thread::sleep(Duration::from_millis(100));
         assert!(only(port).queued);
     }

@@ -345,7 +345,7 @@ pub struct Drill {
     client: Option<Client>,
     work: Temp,
     /// kubectl commands whose output a failure prints ([`Drill::on_failure_show`]).
-    on_failure: Mutex<Vec<Vec<String>>>,
+    on_failure: Vec<Vec<String>>,
 }
 
 impl Drill {
@@ -382,7 +382,7 @@ impl Drill {
             cluster: Some(cluster),
             client: Some(client),
             work,
-            on_failure: Mutex::default(),
+            on_failure: Vec::new(),
         };
         drill.step(&format!(
             "cluster up with a real node; registry {}; audit log {}",
@@ -420,8 +420,8 @@ impl Drill {
 
     /// On a failure, prints `kubectl ARGS` (as the admin, with a short request timeout) after
     /// the logs: the state of what the drill waited on.
-    pub fn on_failure_show(&self, args: &[&str]) {
-        self.on_failure.lock().unwrap().push(args.iter().map(|a| a.to_string()).collect());
+    pub fn on_failure_show(&mut self, args: &[&str]) {
+        self.on_failure.push(args.iter().map(|a| a.to_string()).collect());
     }
 
     /// Prints a step, with the seconds since the drill began.
@@ -607,8 +607,8 @@ impl Drop for Drill {
                 eprintln!("--- {}\n{}", log.display(), local_cluster::tail(&log, 25));
             }
             if let Some(cluster) = &self.cluster {
-                for args in self.on_failure.lock().map(|a| a.clone()).unwrap_or_default() {
-                    let out = cluster.kubectl().arg("--request-timeout=10s").args(&args).output();
+                for args in &self.on_failure {
+                    let out = cluster.kubectl().arg("--request-timeout=10s").args(args).output();
                     let shown = match out {
                         Ok(out) => {
                             format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))

@@ -25,7 +25,7 @@ const CRD: &str = "modelorchestras.models.titanml.co";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_operator_lines_live_side_by_side_under_a_real_olm_v0() {
-    let d = Drill::start("olm-v0-drill").await;
+    let mut d = Drill::start("olm-v0-drill").await;
     #[rustfmt::skip]
     let shown: [&[&str]; 5] = [
         &["get", "subscriptions,installplans,clusterserviceversions,catalogsources,operatorgroups", "-A", "-o", "wide"],
